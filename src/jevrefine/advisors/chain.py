@@ -1,0 +1,353 @@
+"""The advisor chain: Spring AI's `CallAdvisor`/`CallAdvisorChain`, ported to async Python.
+
+An advisor wraps the rest of the chain:
+
+```python
+class Shout:
+    name = "shout"
+    order = 0
+
+    async def advise_call(self, request, chain):
+        response = await chain.next_call(request)
+        return response.copy(chat_response=ChatResponse.of_text(response.content.upper()))
+```
+
+Advisors run in ascending `order` (lower is further out); ties keep registration order. The chain
+is immutable and re-enterable: `chain.next_call(request)` always calls the advisors after the
+current one, so a recursive advisor (self-refine, the tool loop) may call it once per round;
+`chain.copy(advisor)` gives the chain of the advisors after `advisor`. The chain's last link calls
+the model and records its `chat` span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from .. import context_keys
+from .._request import ChatClientRequest, ChatClientResponse
+from ..exceptions import StreamingNotSupportedError, UserError
+from ..messages import ChatResponse, Prompt, concat_chunks
+from ..telemetry import ERROR_TYPE, ModelCallRecorder, Telemetry, error_type_of
+from ..tools import tool_definitions
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
+    from ..models.base import ChatModel
+
+__all__ = [
+    "HIGHEST_PRECEDENCE",
+    "LOWEST_PRECEDENCE",
+    "BaseAdvisor",
+    "CallAdvisor",
+    "CallAdvisorChain",
+    "StreamAdvisor",
+    "check_advisor",
+    "sort_advisors",
+]
+
+HIGHEST_PRECEDENCE: Final = -(2**31)
+"""The lowest possible order: runs first, outermost."""
+LOWEST_PRECEDENCE: Final = 2**31 - 1
+"""The highest possible order: runs last, nearest the model."""
+
+
+@runtime_checkable
+class CallAdvisor(Protocol):
+    """Wraps the rest of the chain for a `call()`. Plain classes with these members work."""
+
+    @property
+    def name(self) -> str:
+        """A short name for logs, spans and error messages."""
+        ...
+
+    @property
+    def order(self) -> int:
+        """Position in the chain: lower runs earlier (further out)."""
+        ...
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        """Handle the request, usually by calling `chain.next_call(...)` once or more."""
+        ...
+
+
+@runtime_checkable
+class StreamAdvisor(Protocol):
+    """Wraps the rest of the chain for a `stream()`."""
+
+    @property
+    def name(self) -> str:
+        """A short name for logs, spans and error messages."""
+        ...
+
+    @property
+    def order(self) -> int:
+        """Position in the chain: lower runs earlier (further out)."""
+        ...
+
+    def advise_stream(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        """Handle a streaming request, usually by iterating `chain.next_stream(...)`."""
+        ...
+
+
+class BaseAdvisor:
+    """An advisor that changes the request before, and the response after, the rest of the chain.
+
+    Override `before` and/or `after`; both calls and streams go through them (for a stream,
+    `after` sees each chunk).
+    """
+
+    name: str = "base"
+    order: int = 0
+
+    def before(self, request: ChatClientRequest) -> ChatClientRequest:
+        """Return the request to send on (the same one by default)."""
+        return request
+
+    def after(self, response: ChatClientResponse) -> ChatClientResponse:
+        """Return the response to hand back (the same one by default)."""
+        return response
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        """Apply `before`, call the rest of the chain, apply `after`."""
+        return self.after(await chain.next_call(self.before(request)))
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        """Apply `before`, stream the rest of the chain, apply `after` to each chunk."""
+        async for chunk in chain.next_stream(self.before(request)):
+            yield self.after(chunk)
+
+
+def check_advisor(advisor: object) -> CallAdvisor:
+    """Check that `advisor` has `name`, an integer `order` and `advise_call`."""
+    missing = [a for a in ("name", "order", "advise_call") if not hasattr(advisor, a)]
+    if missing:
+        raise UserError(
+            f"{advisor!r} is not an advisor: it lacks {', '.join(missing)}. An advisor needs "
+            "`name: str`, `order: int` and `async def advise_call(self, request, chain)`."
+        )
+    order = getattr(advisor, "order")  # noqa: B009 - checked above, typed below
+    if not isinstance(order, int) or isinstance(order, bool):
+        raise UserError(f"advisor {getattr(advisor, 'name')!r} has order {order!r}; pass an int")
+    return advisor  # type: ignore[return-value]
+
+
+def sort_advisors(advisors: Sequence[CallAdvisor]) -> tuple[CallAdvisor, ...]:
+    """Sort by ascending order; ties keep their registration order (the sort is stable)."""
+    return tuple(sorted(advisors, key=_order_of))
+
+
+def _order_of(advisor: CallAdvisor) -> int:
+    return advisor.order
+
+
+class ModelLink:
+    """The chain's terminal link: sends the request's prompt to the model and records the span."""
+
+    __slots__ = ("model", "parent", "telemetry")
+
+    def __init__(
+        self, model: ChatModel, telemetry: Telemetry, *, parent: Context | None = None
+    ) -> None:
+        self.model = model
+        self.telemetry = telemetry
+        self.parent = parent
+
+    def prepare(self, request: ChatClientRequest) -> Prompt:
+        """The prompt to send: the request's, with its tools' definitions in the options."""
+        prompt = request.prompt
+        if request.tools:
+            if not self.model.supports_tools:
+                names = ", ".join(t.name for t in request.tools)
+                raise UserError(
+                    f"{type(self.model).__name__} cannot call tools, but the request carries "
+                    f"tool(s) {names}; remove the tools from this request"
+                )
+            if prompt.options.tools is None:
+                options = replace(prompt.options, tools=tool_definitions(request.tools))
+                prompt = prompt.with_options(options)
+        return prompt
+
+    def _recorder(
+        self, request: ChatClientRequest, prompt: Prompt, *, stream: bool
+    ) -> ModelCallRecorder:
+        conversation = request.context.get(context_keys.CONVERSATION_ID)
+        return ModelCallRecorder(
+            self.telemetry,
+            self.model,
+            prompt,
+            stream=stream,
+            conversation_id=conversation if isinstance(conversation, str) else None,
+            parent=self.parent,
+        )
+
+    async def call(self, request: ChatClientRequest) -> ChatClientResponse:
+        """Call the model once."""
+        prompt = self.prepare(request)
+        recorder = self._recorder(request, prompt, stream=False)
+        try:
+            with trace.use_span(recorder.span, record_exception=False, set_status_on_exception=False):
+                response = await self.model.call(prompt)
+            _check_response(self.model, response)
+        except BaseException as exc:
+            recorder.fail(exc)
+            raise
+        recorder.finish(response)
+        return ChatClientResponse(response, request.context)
+
+    async def stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
+        """Stream the model's answer, chunk by chunk."""
+        prompt = self.prepare(request)
+        recorder = self._recorder(request, prompt, stream=True)
+        chunks: list[ChatResponse] = []
+        try:
+            try:
+                iterator = self.model.stream(prompt)
+            except NotImplementedError as exc:
+                raise StreamingNotSupportedError(type(self.model).__name__, str(exc)) from exc
+            async for chunk in iterator:
+                chunks.append(chunk)
+                yield ChatClientResponse(chunk, request.context)
+        except BaseException as exc:
+            recorder.fail(exc)
+            raise
+        recorder.finish(concat_chunks(chunks))
+
+
+def _check_response(model: ChatModel, response: object) -> None:
+    if not isinstance(response, ChatResponse):
+        raise UserError(
+            f"{type(model).__name__}.call() returned {type(response).__name__}; "
+            "a ChatModel must return a ChatResponse"
+        )
+    if not response.results:
+        response.result  # noqa: B018 - raises EmptyResponseError with the explanation
+
+
+class CallAdvisorChain:
+    """The advisors after the current one, then the model. Immutable and re-enterable."""
+
+    __slots__ = ("_advisors", "_index", "_rest", "_terminal", "_trace_advisors")
+
+    def __init__(
+        self,
+        advisors: tuple[CallAdvisor, ...],
+        terminal: ModelLink,
+        *,
+        index: int = 0,
+        trace_advisors: bool = False,
+    ) -> None:
+        self._advisors = advisors
+        self._terminal = terminal
+        self._index = index
+        self._rest: CallAdvisorChain | None = None
+        self._trace_advisors = trace_advisors
+
+    @property
+    def advisors(self) -> tuple[CallAdvisor, ...]:
+        """The advisors this chain will still run, in order."""
+        return self._advisors[self._index :]
+
+    @property
+    def model(self) -> ChatModel:
+        """The model at the end of the chain."""
+        return self._terminal.model
+
+    def _next_chain(self) -> CallAdvisorChain:
+        rest = self._rest
+        if rest is None:
+            rest = CallAdvisorChain(
+                self._advisors,
+                self._terminal,
+                index=self._index + 1,
+                trace_advisors=self._trace_advisors,
+            )
+            self._rest = rest  # a cache: the chain stays observably immutable
+        return rest
+
+    async def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
+        """Call the next advisor, or the model when no advisor is left."""
+        if self._index >= len(self._advisors):
+            return await self._terminal.call(request)
+        advisor = self._advisors[self._index]
+        if self._trace_advisors:
+            return await self._traced_call(advisor, request)
+        return await advisor.advise_call(request, self._next_chain())
+
+    async def _traced_call(
+        self, advisor: CallAdvisor, request: ChatClientRequest
+    ) -> ChatClientResponse:
+        tracer = self._terminal.telemetry.tracer
+        with tracer.start_as_current_span(
+            f"advisor {advisor.name}",
+            kind=SpanKind.INTERNAL,
+            attributes={"jevrefine.advisor.name": advisor.name, "jevrefine.advisor.order": advisor.order},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                return await advisor.advise_call(request, self._next_chain())
+            except BaseException as exc:
+                span.set_attribute(ERROR_TYPE, error_type_of(exc))
+                span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+                raise
+
+    def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
+        """Stream through the next advisor, or from the model when no advisor is left."""
+        if self._index >= len(self._advisors):
+            return self._terminal.stream(request)
+        return self._stream_through(self._advisors[self._index], request)
+
+    async def _stream_through(
+        self, advisor: CallAdvisor, request: ChatClientRequest
+    ) -> AsyncIterator[ChatClientResponse]:
+        advise_stream = getattr(advisor, "advise_stream", None)
+        if advise_stream is None:
+            raise StreamingNotSupportedError(f"advisor {advisor.name!r}", "it has no advise_stream")
+        try:
+            async for chunk in advise_stream(request, self._next_chain()):
+                yield chunk
+        except StreamingNotSupportedError:
+            raise
+        except NotImplementedError as exc:
+            raise StreamingNotSupportedError(f"advisor {advisor.name!r}", str(exc) or None) from exc
+
+    def first_non_streaming(self) -> CallAdvisor | None:
+        """The first advisor still to run that has no `advise_stream`, if any."""
+        for advisor in self.advisors:
+            if getattr(advisor, "advise_stream", None) is None:
+                return advisor
+        return None
+
+    def copy(self, advisor: CallAdvisor) -> CallAdvisorChain:
+        """The chain of the advisors after `advisor` (and the model).
+
+        Raises:
+            UserError: `advisor` is not in this chain.
+        """
+        for index, candidate in enumerate(self._advisors):
+            if candidate is advisor:
+                return CallAdvisorChain(
+                    self._advisors,
+                    self._terminal,
+                    index=index + 1,
+                    trace_advisors=self._trace_advisors,
+                )
+        raise UserError(f"advisor {getattr(advisor, 'name', advisor)!r} is not in this chain")
+
+    def __repr__(self) -> str:
+        names = ", ".join(a.name for a in self.advisors)
+        return f"CallAdvisorChain([{names}] -> {self._terminal.model!r})"

@@ -1,0 +1,348 @@
+"""`ChatClient` and its fluent, immutable prompt spec.
+
+```python
+client = ChatClient(model, system="Answer in one sentence.", advisors=[...])
+answer = await client.prompt("What is the weather in Paris?").content()
+reply = await client.prompt().system("...").user("...").options(temperature=0).call()
+triage = await client.prompt(ticket).entity(Triage)
+async for chunk in client.prompt("Tell me a story").stream():
+    print(chunk, end="")
+```
+
+A spec is a value: every builder method returns a new spec, so one spec can be kept and awaited
+many times, concurrently. Defaults set on the client apply to every prompt; the spec overrides them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from ._request import ChatClientRequest, ChatClientResponse
+from .advisors.chain import (
+    CallAdvisor,
+    CallAdvisorChain,
+    ModelLink,
+    check_advisor,
+    sort_advisors,
+)
+from .exceptions import StreamingNotSupportedError, UserError
+from .messages import (
+    ChatOptions,
+    Message,
+    Prompt,
+    SystemMessage,
+    UserMessage,
+    messages_of,
+    user_options_from_kwargs,
+)
+from .models.base import ChatModel
+from .structured import output_spec
+from .telemetry import ERROR_TYPE, CaptureMode, Telemetry, error_type_of
+from .tools import ToolCallback
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+__all__ = ["ChatClient", "ChatClientRequest", "ChatClientResponse", "PromptSpec"]
+
+T = TypeVar("T")
+
+_NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
+
+
+class ChatClient:
+    """The entry point: a model, default settings, and the advisor chain around every call.
+
+    Args:
+        model: the model every prompt goes to.
+        system: default system message (a prompt's `.system(...)` replaces it).
+        advisors: default advisors, run in ascending `order` around each call.
+        tools: default tools the model may call.
+        options: default `ChatOptions` (a prompt's `.options(...)` overrides them field by field).
+        tracer_provider: OpenTelemetry tracer provider; the global one when `None`.
+        meter_provider: OpenTelemetry meter provider; the global one when `None`.
+        capture_content: record message content on spans (off unless this or
+            `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` says so).
+        trace_advisors: one `advisor {name}` span per advisor per call.
+        legacy_attributes: also emit seed 004's older attributes (`gen_ai.system`, upper-case
+            finish reasons, a `total` token type).
+
+    The client never closes the model it was given: whoever created the model closes it.
+    """
+
+    __slots__ = (
+        "_advisors",
+        "_model",
+        "_options",
+        "_system",
+        "_telemetry",
+        "_tools",
+        "_trace_advisors",
+    )
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        system: str | None = None,
+        advisors: Iterable[CallAdvisor] = (),
+        tools: Iterable[ToolCallback] = (),
+        options: ChatOptions | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool | CaptureMode | None = None,
+        trace_advisors: bool = False,
+        legacy_attributes: bool = False,
+    ) -> None:
+        if not isinstance(model, ChatModel):
+            raise UserError(
+                f"ChatClient needs a ChatModel, got {type(model).__name__}; pass e.g. "
+                "OpenAIChatModel('gpt-4o-mini') or jevrefine.testing.FunctionModel(...)"
+            )
+        if system is not None and not isinstance(system, str):
+            raise UserError(f"system must be a str, got {type(system).__name__}")
+        if options is not None and not isinstance(options, ChatOptions):
+            raise UserError(
+                f"options must be a ChatOptions, got {type(options).__name__}; "
+                "use ChatOptions(temperature=...)"
+            )
+        self._model = model
+        self._system = system
+        self._advisors = tuple(check_advisor(a) for a in advisors)
+        self._tools = _check_tools(tools)
+        self._options = options or ChatOptions()
+        self._telemetry = Telemetry(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            capture_content=capture_content,
+            legacy_attributes=legacy_attributes,
+        )
+        self._trace_advisors = trace_advisors
+
+    @property
+    def model(self) -> ChatModel:
+        """The model prompts go to."""
+        return self._model
+
+    @property
+    def advisors(self) -> tuple[CallAdvisor, ...]:
+        """The default advisors, in registration order."""
+        return self._advisors
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """The client's tracer, instruments and content-capture mode."""
+        return self._telemetry
+
+    def prompt(self, text: str | None = None) -> PromptSpec:
+        """Start a prompt; `prompt(t)` is the same as `prompt().user(t)`."""
+        spec = PromptSpec(self)
+        return spec if text is None else spec.user(text)
+
+    def _chain(self, spec: PromptSpec, *, parent: otel_context.Context | None) -> CallAdvisorChain:
+        advisors = self._advisors + spec._advisors if spec._advisors else self._advisors
+        return CallAdvisorChain(
+            sort_advisors(advisors),
+            ModelLink(self._model, self._telemetry, parent=parent),
+            trace_advisors=self._trace_advisors,
+        )
+
+    async def _call(self, spec: PromptSpec, request: ChatClientRequest) -> ChatClientResponse:
+        span = self._telemetry.start_workflow_span()
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            return await self._chain(spec, parent=None).next_call(request)
+        except BaseException as exc:
+            _mark_failed(span, exc)
+            raise
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    async def _stream(self, spec: PromptSpec) -> AsyncIterator[ChatClientResponse]:
+        request = spec.request()
+        span = self._telemetry.start_workflow_span()
+        # The stream's spans get their parent explicitly: attaching a context inside an async
+        # generator would leak it into the consumer between chunks.
+        chain = self._chain(spec, parent=trace.set_span_in_context(span))
+        try:
+            blocker = chain.first_non_streaming()
+            if blocker is not None:
+                raise StreamingNotSupportedError(
+                    f"advisor {blocker.name!r}", "it needs the whole answer"
+                )
+            async for chunk in chain.next_stream(request):
+                yield chunk
+        except BaseException as exc:
+            _mark_failed(span, exc)
+            raise
+        finally:
+            span.end()
+
+    def __repr__(self) -> str:
+        names = ", ".join(a.name for a in self._advisors)
+        return f"ChatClient({self._model!r}, advisors=[{names}])"
+
+
+def _mark_failed(span: trace.Span, exc: BaseException) -> None:
+    span.set_attribute(ERROR_TYPE, error_type_of(exc))
+    span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+
+
+def _check_tools(tools: Iterable[ToolCallback]) -> tuple[ToolCallback, ...]:
+    checked = tuple(tools)
+    for tool in checked:
+        if not callable(getattr(tool, "call", None)) or not isinstance(
+            getattr(tool, "name", None), str
+        ):
+            raise UserError(
+                f"{tool!r} is not a tool; decorate a function with @jevrefine.tool or implement "
+                "the ToolCallback protocol (name, description, parameters_schema, return_direct, "
+                "async call(arguments))"
+            )
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSpec:
+    """An immutable, reusable description of one prompt. Builder methods return a new spec."""
+
+    _client: ChatClient
+    _system: str | None = None
+    _user: str | None = None
+    _messages: tuple[Message, ...] = ()
+    _options: ChatOptions | None = None
+    _advisors: tuple[CallAdvisor, ...] = ()
+    _params: Mapping[str, Any] = field(default_factory=lambda: _NO_PARAMS)
+    _tools: tuple[ToolCallback, ...] = ()
+
+    def system(self, text: str) -> PromptSpec:
+        """Set the system message (replaces the client's default)."""
+        if not isinstance(text, str):
+            raise UserError(f"system text must be a str, got {type(text).__name__}")
+        return replace(self, _system=text)
+
+    def user(self, text: str) -> PromptSpec:
+        """Set the user message, sent after any `.messages(...)`."""
+        if not isinstance(text, str):
+            raise UserError(
+                f"user text must be a str, got {type(text).__name__}; "
+                "pass earlier turns with .messages(...)"
+            )
+        return replace(self, _user=text)
+
+    def messages(self, *messages: Message | Sequence[Message]) -> PromptSpec:
+        """Add messages (a conversation history), sent before the user message."""
+        flat: list[Any] = []
+        for item in messages:
+            if isinstance(item, (list, tuple)):
+                flat.extend(item)
+            else:
+                flat.append(item)
+        return replace(self, _messages=self._messages + messages_of(flat))
+
+    def options(self, options: ChatOptions | None = None, /, **kwargs: Any) -> PromptSpec:
+        """Override options for this prompt: `.options(temperature=0)` or `.options(ChatOptions)`.
+
+        Raises:
+            UserError: a keyword that is not a `ChatOptions` field, or an invalid value.
+        """
+        new = user_options_from_kwargs(options, kwargs)
+        merged = new if self._options is None else self._options.merge(new)
+        return replace(self, _options=merged)
+
+    def advisors(self, *advisors: CallAdvisor, **params: Any) -> PromptSpec:
+        """Add advisors for this prompt, and/or parameters for them (`conversation_id=...`).
+
+        The parameters land in the request context under their names.
+        """
+        checked = tuple(check_advisor(a) for a in advisors)
+        merged = {**self._params, **params} if params else self._params
+        return replace(self, _advisors=self._advisors + checked, _params=merged)
+
+    def tools(self, *tools: ToolCallback) -> PromptSpec:
+        """Add tools the model may call on this prompt."""
+        return replace(self, _tools=self._tools + _check_tools(tools))
+
+    def request(self) -> ChatClientRequest:
+        """The request this spec sends into the advisor chain."""
+        client = self._client
+        system = self._system if self._system is not None else client._system
+        messages: list[Message] = []
+        if system is not None:
+            messages.append(SystemMessage(system))
+        messages.extend(self._messages)
+        if self._user is not None:
+            messages.append(UserMessage(self._user))
+        if not any(not isinstance(m, SystemMessage) for m in messages):
+            raise UserError(
+                "the prompt has no user message; pass text to prompt(...), or call .user(...) "
+                "or .messages(...)"
+            )
+        options = client._options.merge(self._options)
+        tools = client._tools + self._tools if self._tools else client._tools
+        return ChatClientRequest(Prompt(tuple(messages), options), tools, dict(self._params))
+
+    async def call(self) -> ChatClientResponse:
+        """Send the prompt through the chain; the whole response and the shared context."""
+        return await self._client._call(self, self.request())
+
+    async def content(self) -> str:
+        """Send the prompt; the answer's text."""
+        return (await self.call()).content
+
+    @overload
+    async def entity(self, target: type[T], *, native: bool | None = None) -> T: ...
+
+    @overload
+    async def entity(self, target: Any, *, native: bool | None = None) -> Any: ...
+
+    async def entity(self, target: Any, *, native: bool | None = None) -> Any:
+        """Send the prompt and read the answer as `target`.
+
+        `target` may be a pydantic model, a dataclass, a TypedDict, `dict` or `list[X]`.
+        `native=True` sends its JSON schema as the response format; `native=False` appends
+        format instructions to the last user message; `None` picks native where the model
+        declares support (`ChatModel.supports_native_structured_output`).
+
+        Raises:
+            StructuredOutputError: the answer does not fit `target`; `raw_text` keeps the answer.
+        """
+        spec = output_spec(target)
+        client = self._client
+        request = self.request()
+        use_native = client._model.supports_native_structured_output if native is None else native
+        prompt = request.prompt
+        if use_native:
+            prompt = prompt.with_options(replace(prompt.options, response_format=spec.response_format()))
+        else:
+            prompt = spec.with_instructions(prompt)
+        response = await client._call(self, request.copy(prompt=prompt, context=request.context))
+        return spec.parse(response.content, model_name=response.chat_response.metadata.model)
+
+    def stream(self) -> AsyncIterator[str]:
+        """Stream the answer's text chunk by chunk.
+
+        Tool rounds (when a tool loop is in the chain) are resolved inside; the final round's
+        text is streamed. Iterating raises `StreamingNotSupportedError` at the first item when an
+        advisor in the chain needs the whole answer.
+        """
+        return self._stream_text()
+
+    def stream_responses(self) -> AsyncIterator[ChatClientResponse]:
+        """Stream the chunks as `ChatClientResponse`s (metadata and context included)."""
+        return self._client._stream(self)
+
+    async def _stream_text(self) -> AsyncIterator[str]:
+        async for chunk in self._client._stream(self):
+            results = chunk.chat_response.results
+            if results and results[0].output.text:
+                yield results[0].output.text

@@ -1,0 +1,168 @@
+"""One exception tree, rooted at `JevrefineError`.
+
+```
+JevrefineError
+├── UserError (also a ValueError)       a usage mistake: bad option, bad input, wrong type
+├── StreamingNotSupportedError           an advisor or model in the chain cannot stream
+│   (also a NotImplementedError)
+└── ModelError                           the model side failed
+    ├── ModelHTTPError                   the provider answered with an error status
+    ├── ModelConnectionError             no answer: refused, reset, DNS, TLS
+    │   └── ModelTimeoutError            no answer in time
+    ├── EmptyResponseError               the model answered with nothing usable
+    └── StructuredOutputError            the answer does not fit the requested type
+```
+
+Vendor errors are translated once, at the adapter boundary (`raise ModelHTTPError(...) from exc`),
+so callers never import a vendor's exception types. `is_transient` says whether trying again later
+may help: true for connection errors, timeouts, 408, 429 and 5xx, on the judge side and the model
+side alike. Messages never contain API keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "EmptyResponseError",
+    "JevrefineError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelTimeoutError",
+    "StreamingNotSupportedError",
+    "StructuredOutputError",
+    "UserError",
+    "is_transient_status",
+]
+
+
+def is_transient_status(status_code: int) -> bool:
+    """Whether an HTTP status is worth retrying later: 408, 429 and every 5xx."""
+    return status_code in (408, 429) or 500 <= status_code <= 599
+
+
+class JevrefineError(Exception):
+    """The root of every error jevrefine raises."""
+
+    @property
+    def is_transient(self) -> bool:
+        """Whether the same call may succeed later (an outage, not a mistake)."""
+        return False
+
+
+class UserError(JevrefineError, ValueError):
+    """A usage mistake by the application: the message says what to pass instead."""
+
+
+class StreamingNotSupportedError(JevrefineError, NotImplementedError):
+    """Something in the chain needs the whole answer, so the call cannot stream.
+
+    Raised when the stream is first iterated; `component` names the advisor or model.
+    """
+
+    def __init__(self, component: str, reason: str | None = None) -> None:
+        self.component = component
+        """The name of the advisor or model that cannot stream."""
+        detail = f": {reason}" if reason else ""
+        super().__init__(
+            f"{component} cannot stream{detail}. Use call()/content() instead of stream(), "
+            f"or leave {component} out of streaming requests."
+        )
+
+
+class ModelError(JevrefineError):
+    """The model side failed."""
+
+    def __init__(self, message: str, *, model_name: str | None = None) -> None:
+        super().__init__(message)
+        self.model_name = model_name
+        """The model that was asked, when known."""
+
+
+class ModelHTTPError(ModelError):
+    """The provider answered with an error status."""
+
+    def __init__(
+        self,
+        status_code: int,
+        body: Any = None,
+        retry_after: float | None = None,
+        *,
+        model_name: str | None = None,
+        message: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.status_code = status_code
+        """The HTTP status code."""
+        self.body = body
+        """The decoded error body (JSON object or text), as the provider sent it."""
+        self.retry_after = retry_after
+        """Seconds the provider asked us to wait before retrying, when it said."""
+        self.headers = dict(headers or {})
+        """The response headers (authorization headers are never kept here)."""
+        text = message or _summarise_body(body)
+        where = f" from {model_name}" if model_name else ""
+        hint = _STATUS_HINTS.get(status_code, "")
+        super().__init__(
+            f"HTTP {status_code}{where}: {text}{hint}".rstrip(), model_name=model_name
+        )
+
+    @property
+    def is_transient(self) -> bool:
+        """True for 408, 429 and 5xx."""
+        return is_transient_status(self.status_code)
+
+
+_STATUS_HINTS = {
+    401: " (check the API key: the provider rejected it)",
+    403: " (the API key lacks permission for this model or endpoint)",
+    404: " (check the model name and the base_url)",
+    429: " (rate limited: retry later, or lower the concurrency)",
+}
+
+
+def _summarise_body(body: Any) -> str:
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):
+            message = error.get("message") or error.get("detail")
+            if message:
+                return str(message)[:500]
+        elif isinstance(error, str):
+            return error[:500]
+    if body is None or body == "":
+        return "no error body"
+    return str(body)[:500]
+
+
+class ModelConnectionError(ModelError):
+    """The provider could not be reached, or the connection broke before an answer."""
+
+    @property
+    def is_transient(self) -> bool:
+        """Always true: the network may come back."""
+        return True
+
+
+class ModelTimeoutError(ModelConnectionError):
+    """The provider did not answer in time."""
+
+
+class EmptyResponseError(ModelError):
+    """The model answered with nothing usable (no generation at all)."""
+
+
+class StructuredOutputError(ModelError):
+    """The answer could not be read as the requested type.
+
+    `raw_text` holds the model's text untouched, so nothing is lost.
+    """
+
+    def __init__(self, message: str, *, raw_text: str, target: str, model_name: str | None = None):
+        self.raw_text = raw_text
+        """The model's answer, exactly as it came back."""
+        self.target = target
+        """The name of the type the answer was meant to fit."""
+        super().__init__(message, model_name=model_name)

@@ -1,0 +1,192 @@
+"""Structured output: turn a Python type into a JSON schema, and the model's answer into that type.
+
+Two ways to ask for JSON (`entity(T, native=...)`):
+
+- **native** — the schema goes to the model as the response format, which enforces it;
+- **prompt-based** — format instructions are appended to the last user message. They start with
+  `FORMAT_INSTRUCTIONS_MARKER`, so a model (or an advisor) can strip them again with
+  `strip_format_instructions`.
+
+Non-object targets (`list[X]`, `int`, ...) are wrapped as `{"result": ...}` because providers
+require an object at the root of a response schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any, Final, Generic, TypeVar, cast
+
+import pydantic
+
+from .exceptions import StructuredOutputError, UserError
+from .messages import Prompt, ResponseFormat, UserMessage
+
+__all__ = [
+    "FORMAT_INSTRUCTIONS_MARKER",
+    "OutputSpec",
+    "output_spec",
+    "strip_format_instructions",
+]
+
+T = TypeVar("T")
+
+FORMAT_INSTRUCTIONS_MARKER: Final = "\n\n[jevrefine:output-format]\n"
+"""The line that starts the format instructions appended to the last user message."""
+
+_WRAPPER_KEY: Final = "result"
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```", re.DOTALL)
+_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec(Generic[T]):
+    """How to ask for, and read back, one target type."""
+
+    target: Any
+    """The requested type."""
+    name: str
+    """A schema name derived from the type (letters, digits, `_`, `-`)."""
+    schema: dict[str, Any]
+    """The JSON schema sent to the model (an object schema)."""
+    wrapped: bool
+    """Whether the value sits under `{"result": ...}` because the type is not an object."""
+    adapter: pydantic.TypeAdapter[T]
+    """Validates the decoded value."""
+
+    def response_format(self) -> ResponseFormat:
+        """The native response format for this type."""
+        return ResponseFormat(type="json_schema", name=self.name, schema=self.schema)
+
+    def instructions(self) -> str:
+        """The prompt-based format instructions (start with `FORMAT_INSTRUCTIONS_MARKER`)."""
+        schema = json.dumps(self.schema, ensure_ascii=False, separators=(",", ":"))
+        return (
+            f"{FORMAT_INSTRUCTIONS_MARKER}"
+            "Reply with a single JSON value that validates against this JSON schema, and nothing "
+            "else: no explanation, no Markdown code fence.\n"
+            f"{schema}"
+        )
+
+    def with_instructions(self, prompt: Prompt) -> Prompt:
+        """`prompt` with the format instructions appended to its last user message."""
+        messages = list(prompt.messages)
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, UserMessage):
+                messages[index] = replace(message, text=message.text + self.instructions())
+                return prompt.with_messages(messages)
+        messages.append(UserMessage(self.instructions().lstrip()))
+        return prompt.with_messages(messages)
+
+    def parse(self, text: str, *, model_name: str | None = None) -> T:
+        """Read the model's answer as the target type.
+
+        Tolerates surrounding whitespace, a Markdown code fence, and prose around one JSON value.
+
+        Raises:
+            StructuredOutputError: the answer is not JSON, or does not validate; `raw_text` keeps it.
+        """
+        try:
+            value = _decode_json(text)
+        except ValueError:
+            raise StructuredOutputError(
+                f"the model's answer is not JSON, so it cannot be read as {self.name}: "
+                f"{_preview(text)}. Use entity(..., native=True) with a model that supports "
+                "structured output, or lower the temperature.",
+                raw_text=text,
+                target=self.name,
+                model_name=model_name,
+            ) from None
+        if self.wrapped and isinstance(value, dict) and _WRAPPER_KEY in value:
+            value = cast("dict[str, Any]", value)[_WRAPPER_KEY]
+        try:
+            return self.adapter.validate_python(value)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in exc.errors()[:5]
+            )
+            raise StructuredOutputError(
+                f"the model's answer is JSON but not a valid {self.name} ({problems}): "
+                f"{_preview(text)}",
+                raw_text=text,
+                target=self.name,
+                model_name=model_name,
+            ) from exc
+
+
+def output_spec(target: Any) -> OutputSpec[Any]:
+    """The output spec of a type: a pydantic model, dataclass, TypedDict, `dict`, `list[X]`, ..."""
+    try:
+        return _cached_spec(target)
+    except TypeError:  # unhashable target: build it uncached
+        return _build_spec(target)
+
+
+@lru_cache(maxsize=256)
+def _cached_spec(target: Any) -> OutputSpec[Any]:
+    return _build_spec(target)
+
+
+def _build_spec(target: Any) -> OutputSpec[Any]:
+    try:
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(target)
+        schema = adapter.json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        raise UserError(
+            f"cannot build a JSON schema for {target!r}: {exc}. Pass a pydantic model, a "
+            "dataclass, a TypedDict, dict or list[...] of those."
+        ) from exc
+    name = _schema_name(target)
+    wrapped = schema.get("type") != "object"
+    if wrapped:
+        defs = schema.pop("$defs", None)
+        schema = {
+            "type": "object",
+            "properties": {_WRAPPER_KEY: schema},
+            "required": [_WRAPPER_KEY],
+        }
+        if defs:
+            schema["$defs"] = defs
+    return OutputSpec(target=target, name=name, schema=schema, wrapped=wrapped, adapter=adapter)
+
+
+def _schema_name(target: Any) -> str:
+    raw = getattr(target, "__name__", None) or repr(target)
+    name = _NAME_CHARS.sub("_", str(raw)).strip("_") or "response"
+    return name[:64]
+
+
+def _decode_json(text: str) -> Any:
+    stripped = text.strip()
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        pass
+    fence = _FENCE.search(stripped)
+    if fence:
+        return json.loads(fence.group(1).strip())
+    # Prose around one JSON value: take the outermost object or array.
+    starts = [i for i in (stripped.find("{"), stripped.find("[")) if i >= 0]
+    if not starts:
+        raise ValueError("no JSON value")
+    start = min(starts)
+    end = stripped.rfind("}" if stripped[start] == "{" else "]")
+    if end <= start:
+        raise ValueError("no JSON value")
+    return json.loads(stripped[start : end + 1])
+
+
+def _preview(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    if not flat:
+        return "(empty answer)"
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
+
+
+def strip_format_instructions(text: str) -> str:
+    """`text` without the format instructions `entity(..., native=False)` appended to it."""
+    index = text.find(FORMAT_INSTRUCTIONS_MARKER)
+    return text if index < 0 else text[:index]

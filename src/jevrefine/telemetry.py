@@ -1,0 +1,342 @@
+"""OpenTelemetry GenAI spans and metrics for model calls.
+
+jevrefine depends on `opentelemetry-api` only. Pass `tracer_provider=` / `meter_provider=` to a
+`ChatClient`, or install an SDK globally; with neither, every call here is a cheap no-op.
+
+Attribute names are our own constants (the semantic-conventions package marks its `gen_ai`
+constants as moved to a repository that has no release yet). Message content is recorded only on
+opt-in: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only|span_and_event`, or
+`capture_content=True`. API keys are never recorded.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ._version import __version__
+from .messages import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    Prompt,
+    SystemMessage,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
+    from .models.base import ChatModel
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "TOKEN_BUCKETS",
+    "CaptureMode",
+    "ModelCallRecorder",
+    "Telemetry",
+    "capture_mode_from_env",
+]
+
+INSTRUMENTATION_NAME: Final = "jevrefine"
+
+# Attribute names (OpenTelemetry GenAI semantic conventions, development status).
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_SYSTEM: Final = "gen_ai.system"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_SEED: Final = "gen_ai.request.seed"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_OUTPUT_TYPE: Final = "gen_ai.output.type"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+ERROR_TYPE: Final = "error.type"
+
+METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+
+DURATION_BUCKETS: Final = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)
+"""Bucket boundaries (seconds) of `gen_ai.client.operation.duration`, as the conventions give."""
+
+TOKEN_BUCKETS: Final = (
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+)
+"""Bucket boundaries of `gen_ai.client.token.usage`, as the conventions give."""
+
+WORKFLOW_SPAN_NAME: Final = "invoke_workflow jevrefine.chat_client"
+CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+class CaptureMode(enum.Enum):
+    """Where message content is recorded (never by default)."""
+
+    NO_CONTENT = "no_content"
+    SPAN_ONLY = "span_only"
+    EVENT_ONLY = "event_only"
+    SPAN_AND_EVENT = "span_and_event"
+
+    @property
+    def on_spans(self) -> bool:
+        """Whether content goes on span attributes."""
+        return self in (CaptureMode.SPAN_ONLY, CaptureMode.SPAN_AND_EVENT)
+
+
+def capture_mode_from_env() -> CaptureMode:
+    """The content-capture mode the environment asks for; `NO_CONTENT` when unset or unknown."""
+    raw = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower()
+    if raw == "true":  # the older instrumentations' boolean form
+        return CaptureMode.SPAN_ONLY
+    try:
+        return CaptureMode(raw)
+    except ValueError:
+        return CaptureMode.NO_CONTENT
+
+
+class Telemetry:
+    """The tracer, meter instruments and content-capture switch of one client.
+
+    Build it once per client: instruments are created here, not on each call.
+    """
+
+    __slots__ = ("capture", "legacy_attributes", "operation_duration", "token_usage", "tracer")
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        capture_content: bool | CaptureMode | None = None,
+        legacy_attributes: bool = False,
+    ) -> None:
+        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
+        self.operation_duration = meter.create_histogram(
+            METRIC_OPERATION_DURATION,
+            unit="s",
+            description="Duration of GenAI operations",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.token_usage = meter.create_histogram(
+            METRIC_TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        if capture_content is None:
+            self.capture = capture_mode_from_env()
+        elif isinstance(capture_content, CaptureMode):
+            self.capture = capture_content
+        else:
+            self.capture = CaptureMode.SPAN_ONLY if capture_content else CaptureMode.NO_CONTENT
+        self.legacy_attributes = legacy_attributes
+
+    def start_workflow_span(self) -> trace.Span:
+        """Start the INTERNAL root span of one `ChatClient` call (not made current)."""
+        return self.tracer.start_span(
+            WORKFLOW_SPAN_NAME,
+            kind=SpanKind.INTERNAL,
+            attributes={
+                GEN_AI_OPERATION_NAME: "invoke_workflow",
+                GEN_AI_WORKFLOW_NAME: "jevrefine.chat_client",
+            },
+        )
+
+
+def _legacy_finish_reason(reason: str) -> str:
+    return reason.upper()
+
+
+class ModelCallRecorder:
+    """Records one model call as a `chat {model}` CLIENT span plus duration and token metrics.
+
+    Used by the chain's terminal link for every `ChatModel`, for `call` and `stream` alike:
+    `start()`, then `finish(response)` or `fail(exc)`.
+    """
+
+    __slots__ = ("_attributes", "_metric_attributes", "_started", "_telemetry", "prompt", "span")
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        model: ChatModel,
+        prompt: Prompt,
+        *,
+        stream: bool = False,
+        conversation_id: str | None = None,
+        parent: Context | None = None,
+    ) -> None:
+        self._telemetry = telemetry
+        self.prompt = prompt
+        options = prompt.options
+        request_model = options.model or model.model_name
+        provider = model.provider
+        metric_attributes: dict[str, Any] = {
+            GEN_AI_OPERATION_NAME: "chat",
+            GEN_AI_PROVIDER_NAME: provider,
+            GEN_AI_REQUEST_MODEL: request_model,
+        }
+        if telemetry.legacy_attributes:
+            metric_attributes[GEN_AI_SYSTEM] = provider
+        address = model.server_address
+        if address is not None:
+            metric_attributes[SERVER_ADDRESS] = address
+            port = model.server_port
+            if port is not None:
+                metric_attributes[SERVER_PORT] = port
+        attributes = dict(metric_attributes)
+        if options.temperature is not None:
+            attributes[GEN_AI_REQUEST_TEMPERATURE] = options.temperature
+        if options.top_p is not None:
+            attributes[GEN_AI_REQUEST_TOP_P] = options.top_p
+        if options.max_tokens is not None:
+            attributes[GEN_AI_REQUEST_MAX_TOKENS] = options.max_tokens
+        if options.stop:
+            attributes[GEN_AI_REQUEST_STOP_SEQUENCES] = list(options.stop)
+        if options.seed is not None:
+            attributes[GEN_AI_REQUEST_SEED] = options.seed
+        if options.response_format is not None and options.response_format.type != "text":
+            attributes[GEN_AI_OUTPUT_TYPE] = "json"
+        if stream:
+            attributes[GEN_AI_REQUEST_STREAM] = True
+        if conversation_id is not None:
+            attributes[GEN_AI_CONVERSATION_ID] = conversation_id
+        self._metric_attributes = metric_attributes
+        self._attributes = attributes
+        self.span = telemetry.tracer.start_span(
+            f"chat {request_model}", context=parent, kind=SpanKind.CLIENT, attributes=attributes
+        )
+        if telemetry.capture.on_spans and self.span.is_recording():
+            self.span.set_attributes(_input_content(prompt))
+        self._started = time.perf_counter()
+
+    def finish(self, response: ChatResponse) -> None:
+        """Record a successful response and end the span."""
+        elapsed = time.perf_counter() - self._started
+        meta = response.metadata
+        span = self.span
+        metric_attributes = self._metric_attributes
+        if meta.model:
+            metric_attributes[GEN_AI_RESPONSE_MODEL] = meta.model
+        if span.is_recording():
+            legacy = self._telemetry.legacy_attributes
+            attributes: dict[str, Any] = {}
+            if meta.id:
+                attributes[GEN_AI_RESPONSE_ID] = meta.id
+            if meta.model:
+                attributes[GEN_AI_RESPONSE_MODEL] = meta.model
+            reasons = meta.finish_reasons or tuple(
+                g.finish_reason for g in response.results if g.finish_reason
+            )
+            if reasons:
+                attributes[GEN_AI_RESPONSE_FINISH_REASONS] = [
+                    _legacy_finish_reason(r) if legacy else r for r in reasons
+                ]
+            attributes[GEN_AI_USAGE_INPUT_TOKENS] = meta.usage.input_tokens
+            attributes[GEN_AI_USAGE_OUTPUT_TOKENS] = meta.usage.output_tokens
+            if self._telemetry.capture.on_spans:
+                attributes[GEN_AI_OUTPUT_MESSAGES] = _output_content(response)
+            span.set_attributes(attributes)
+        span.end()
+        telemetry = self._telemetry
+        telemetry.operation_duration.record(elapsed, metric_attributes)
+        usage = meta.usage
+        if usage.input_tokens or usage.output_tokens:
+            telemetry.token_usage.record(
+                usage.input_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "input"}
+            )
+            telemetry.token_usage.record(
+                usage.output_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "output"}
+            )
+            if telemetry.legacy_attributes:
+                telemetry.token_usage.record(
+                    usage.total_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "total"}
+                )
+
+    def fail(self, exc: BaseException) -> None:
+        """Record a failure (status ERROR, `error.type`) and end the span."""
+        elapsed = time.perf_counter() - self._started
+        error_type = error_type_of(exc)
+        span = self.span
+        span.set_attribute(ERROR_TYPE, error_type)
+        span.set_status(Status(StatusCode.ERROR, _status_description(exc)))
+        span.end()
+        self._telemetry.operation_duration.record(
+            elapsed, {**self._metric_attributes, ERROR_TYPE: error_type}
+        )
+
+
+def error_type_of(exc: BaseException) -> str:
+    """The low-cardinality `error.type` of an exception: its class's qualified name."""
+    return type(exc).__qualname__
+
+
+def _status_description(exc: BaseException) -> str:
+    # Exception texts are ours or the providers' error messages; neither carries API keys.
+    return f"{type(exc).__qualname__}: {exc}"[:1000]
+
+
+def _parts_of(message: Message) -> list[dict[str, Any]]:
+    if isinstance(message, (SystemMessage, UserMessage)):
+        return [{"type": "text", "content": message.text}]
+    if isinstance(message, AssistantMessage):
+        parts: list[dict[str, Any]] = []
+        if message.text:
+            parts.append({"type": "text", "content": message.text})
+        parts.extend(
+            {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.parsed_arguments()}
+            for c in message.tool_calls
+        )
+        return parts
+    return [
+        {"type": "tool_call_response", "id": r.id, "response": r.data} for r in message.responses
+    ]
+
+
+def _input_content(prompt: Prompt) -> Mapping[str, str]:
+    system = [
+        {"type": "text", "content": m.text} for m in prompt.messages if isinstance(m, SystemMessage)
+    ]
+    messages = [
+        {"role": m.role, "parts": _parts_of(m)}
+        for m in prompt.messages
+        if not isinstance(m, SystemMessage)
+    ]
+    attributes = {GEN_AI_INPUT_MESSAGES: json.dumps(messages, ensure_ascii=False)}
+    if system:
+        attributes[GEN_AI_SYSTEM_INSTRUCTIONS] = json.dumps(system, ensure_ascii=False)
+    return attributes
+
+
+def _output_content(response: ChatResponse) -> str:
+    return json.dumps(
+        [
+            {"role": "assistant", "parts": _parts_of(g.output), "finish_reason": g.finish_reason}
+            for g in response.results
+        ],
+        ensure_ascii=False,
+    )
+
