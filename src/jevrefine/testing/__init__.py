@@ -1,6 +1,8 @@
 """Test doubles that users can use in their own tests, too.
 
 - `FunctionModel` — a `ChatModel` answering with a function of the prompt.
+- `FakeOpenAIServer`, `FakeAnthropicServer`, `FakeJevServer` — real HTTP servers on 127.0.0.1
+  speaking the OpenAI, Anthropic and Jev APIs, scripted, with fault injection.
 - `LoopbackHTTPServer` — the base of the fake servers: a real HTTP server on 127.0.0.1 with fault
   injection (`fail`, `drop_connections`, `malformed`, `delay`) and recorded requests.
 
@@ -9,6 +11,8 @@ Everything here uses the standard library and jevrefine's own dependencies only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._function_model import FunctionModel as FunctionModel
 from ._http import HTTPRequest as HTTPRequest
 from ._http import HTTPResponse as HTTPResponse
@@ -16,7 +20,27 @@ from ._http import LoopbackHTTPServer as LoopbackHTTPServer
 from ._http import RecordedRequest as RecordedRequest
 from ._http import StreamingHTTPResponse as StreamingHTTPResponse
 
+# The fake servers load on first use: most tests need one of them, none needs all.
+_LAZY = {
+    "FakeOpenAIServer": "._openai_server",
+    "FakeAnthropicServer": "._anthropic_server",
+    "FakeJevServer": "._jev_server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module, __name__), name)
+
+
 __all__ = [
+    "FakeAnthropicServer",
+    "FakeJevServer",
+    "FakeOpenAIServer",
     "FunctionModel",
     "HTTPRequest",
     "HTTPResponse",
