@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from types import MappingProxyType
 from typing import Annotated, Any, Literal, TypeAlias
 
 import pydantic
@@ -47,15 +46,30 @@ __all__ = [
     "concat_chunks",
 ]
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+class FrozenDict(dict[str, Any]):
+    """A dict that refuses changes: metadata and schemas inside frozen values.
+
+    A `dict` subclass rather than a `MappingProxyType` so that JSON serialisers take it as is.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{type(self).__name__} is read-only; build a new value instead")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+
+_EMPTY: Mapping[str, Any] = FrozenDict()
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not value:
         return _EMPTY
-    if isinstance(value, MappingProxyType):
+    if isinstance(value, FrozenDict):
         return value
-    return MappingProxyType(dict(value))
+    return FrozenDict(value)
 
 
 @dataclass(frozen=True, slots=True)
