@@ -7,9 +7,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from support import Telemetry
 
 from jevrefine.local import LocalModelServer, LocalModelUnavailableError
+from support import Telemetry
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import ClassVar
 
 import pytest
 
@@ -169,7 +170,9 @@ async def test_stream_advisor_raising_not_implemented_is_named() -> None:
             raise NotImplementedError("a verdict needs the whole answer")
 
     with pytest.raises(StreamingNotSupportedError, match="refuses"):
-        async for _ in ChatClient(FunctionModel(last_text), advisors=[Refuses()]).prompt("x").stream():
+        async for _ in (
+            ChatClient(FunctionModel(last_text), advisors=[Refuses()]).prompt("x").stream()
+        ):
             pass
 
 
@@ -191,7 +194,10 @@ async def test_tools_are_sent_as_definitions() -> None:
     class Weather:
         name = "weather"
         description = "Get the weather"
-        parameters_schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+        parameters_schema: ClassVar[dict[str, object]] = {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+        }
         return_direct = False
 
         async def call(self, arguments: str) -> str:

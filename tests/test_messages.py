@@ -23,7 +23,12 @@ from jevrefine import (
     UserMessage,
 )
 from jevrefine.exceptions import EmptyResponseError
-from jevrefine.messages import CHAT_RESPONSE_ADAPTER, MESSAGES_ADAPTER, PROMPT_ADAPTER, concat_chunks
+from jevrefine.messages import (
+    CHAT_RESPONSE_ADAPTER,
+    MESSAGES_ADAPTER,
+    PROMPT_ADAPTER,
+    concat_chunks,
+)
 
 
 def full_prompt() -> Prompt:
@@ -154,7 +159,11 @@ def test_concat_chunks_joins_text_and_keeps_last_metadata() -> None:
         ChatResponse([Generation(AssistantMessage("Hel"))], ChatResponseMetadata(id="x")),
         ChatResponse([Generation(AssistantMessage("lo"))]),
         ChatResponse(
-            [Generation(AssistantMessage("", [ToolCall("1", "t", "{}")]), {"finish_reason": "stop"})],
+            [
+                Generation(
+                    AssistantMessage("", [ToolCall("1", "t", "{}")]), {"finish_reason": "stop"}
+                )
+            ],
             ChatResponseMetadata(model="m", usage=Usage(2, 3), finish_reasons=["stop"]),
         ),
     ]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 import pydantic
 import pytest
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from jevrefine import ChatClient, Prompt, StructuredOutputError
 from jevrefine.structured import (

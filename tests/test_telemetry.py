@@ -10,7 +10,6 @@ from opentelemetry.trace import SpanKind, StatusCode
 from jevrefine import ChatClient, ChatOptions, ChatResponse, Prompt
 from jevrefine.telemetry import DURATION_BUCKETS, TOKEN_BUCKETS, CaptureMode, capture_mode_from_env
 from jevrefine.testing import FunctionModel
-
 from support import Telemetry
 
 
@@ -33,7 +32,8 @@ async def test_one_trace_root_span_and_chat_span(otel: Telemetry) -> None:
     assert root.parent is None
     assert chat.name == "chat fn-1"
     assert chat.kind == SpanKind.CLIENT
-    assert chat.parent is not None and chat.parent.span_id == root.context.span_id
+    assert chat.parent is not None
+    assert chat.parent.span_id == root.context.span_id
     assert chat.context.trace_id == root.context.trace_id
     attrs = dict(chat.attributes or {})
     assert attrs["gen_ai.operation.name"] == "chat"
@@ -68,7 +68,10 @@ async def test_failure_sets_error_status_and_type(otel: Telemetry) -> None:
     for span in (chat, root):
         assert span.status.status_code == StatusCode.ERROR
         assert span.attributes is not None
-        assert span.attributes["error.type"] == "test_failure_sets_error_status_and_type.<locals>.QuotaError"
+        assert (
+            span.attributes["error.type"]
+            == "test_failure_sets_error_status_and_type.<locals>.QuotaError"
+        )
     durations = otel.metrics()["gen_ai.client.operation.duration"]
     assert any(dict(p.attributes).get("error.type") for p in durations)  # type: ignore[attr-defined]
 
@@ -79,7 +82,9 @@ async def test_metrics_have_the_convention_buckets_and_token_types(otel: Telemet
     (duration,) = metrics["gen_ai.client.operation.duration"]
     assert tuple(duration.explicit_bounds) == DURATION_BUCKETS  # type: ignore[attr-defined]
     assert dict(duration.attributes)["gen_ai.operation.name"] == "chat"  # type: ignore[attr-defined]
-    tokens = {dict(p.attributes)["gen_ai.token.type"]: p for p in metrics["gen_ai.client.token.usage"]}  # type: ignore[attr-defined]
+    tokens = {
+        dict(p.attributes)["gen_ai.token.type"]: p for p in metrics["gen_ai.client.token.usage"]
+    }  # type: ignore[attr-defined]
     assert set(tokens) == {"input", "output"}
     assert tokens["input"].sum == 3  # type: ignore[attr-defined]
     assert tokens["output"].sum == 2  # type: ignore[attr-defined]
@@ -115,7 +120,9 @@ async def test_legacy_attributes_on_opt_in(otel: Telemetry) -> None:
     attrs = dict(otel.spans()[0].attributes or {})
     assert attrs["gen_ai.system"] == "function"
     assert attrs["gen_ai.response.finish_reasons"] == ("STOP",)
-    types = {dict(p.attributes)["gen_ai.token.type"] for p in otel.metrics()["gen_ai.client.token.usage"]}  # type: ignore[attr-defined]
+    types = {
+        dict(p.attributes)["gen_ai.token.type"] for p in otel.metrics()["gen_ai.client.token.usage"]
+    }  # type: ignore[attr-defined]
     assert types == {"input", "output", "total"}
 
 
@@ -123,7 +130,8 @@ async def test_stream_spans_share_the_trace(otel: Telemetry) -> None:
     client = client_for(otel, FunctionModel(lambda p: "streamed answer text"))
     assert "".join([c async for c in client.prompt("q").stream()]) == "streamed answer text"
     chat, root = otel.spans()
-    assert chat.parent is not None and chat.parent.span_id == root.context.span_id
+    assert chat.parent is not None
+    assert chat.parent.span_id == root.context.span_id
     assert dict(chat.attributes or {})["gen_ai.request.stream"] is True
     assert dict(chat.attributes or {})["gen_ai.usage.output_tokens"] == 3
 
@@ -140,8 +148,10 @@ async def test_advisor_spans_on_request(otel: Telemetry) -> None:
     await client.prompt("q").call()
     chat, advisor, root = otel.spans()
     assert advisor.name == "advisor noop"
-    assert advisor.parent is not None and advisor.parent.span_id == root.context.span_id
-    assert chat.parent is not None and chat.parent.span_id == advisor.context.span_id
+    assert advisor.parent is not None
+    assert advisor.parent.span_id == root.context.span_id
+    assert chat.parent is not None
+    assert chat.parent.span_id == advisor.context.span_id
 
 
 async def test_conversation_id_is_recorded(otel: Telemetry) -> None:

@@ -1,4 +1,6 @@
-"""jevrefine: an async-first ChatClient and advisor chain for LLM apps that must not ship bad answers.
+"""jevrefine: an async-first ChatClient and advisor chain for LLM apps.
+
+For apps that must not ship bad answers.
 
 ```python
 import jevrefine as jr
@@ -20,6 +22,8 @@ from .advisors.chain import BaseAdvisor as BaseAdvisor
 from .advisors.chain import CallAdvisor as CallAdvisor
 from .advisors.chain import CallAdvisorChain as CallAdvisorChain
 from .advisors.chain import StreamAdvisor as StreamAdvisor
+from .advisors.memory import MessageChatMemoryAdvisor as MessageChatMemoryAdvisor
+from .advisors.tool_calling import ToolCallingAdvisor as ToolCallingAdvisor
 from .client import ChatClient as ChatClient
 from .client import PromptSpec as PromptSpec
 from .exceptions import EmptyResponseError as EmptyResponseError
@@ -31,6 +35,9 @@ from .exceptions import ModelTimeoutError as ModelTimeoutError
 from .exceptions import StreamingNotSupportedError as StreamingNotSupportedError
 from .exceptions import StructuredOutputError as StructuredOutputError
 from .exceptions import UserError as UserError
+from .memory import ChatMemory as ChatMemory
+from .memory import InMemoryChatMemory as InMemoryChatMemory
+from .memory import SqliteChatMemory as SqliteChatMemory
 from .messages import AssistantMessage as AssistantMessage
 from .messages import ChatOptions as ChatOptions
 from .messages import ChatResponse as ChatResponse
@@ -48,7 +55,17 @@ from .messages import ToolResponseMessage as ToolResponseMessage
 from .messages import Usage as Usage
 from .messages import UserMessage as UserMessage
 from .models.base import ChatModel as ChatModel
+from .tools import FunctionTool as FunctionTool
+from .tools import RecordingToolCallback as RecordingToolCallback
+from .tools import ToolArgumentsError as ToolArgumentsError
 from .tools import ToolCallback as ToolCallback
+from .tools import ToolCallRecord as ToolCallRecord
+from .tools import ToolError as ToolError
+from .tools import ToolRoundsExceededError as ToolRoundsExceededError
+from .tools import ToolTimeoutError as ToolTimeoutError
+from .tools import UnknownToolError as UnknownToolError
+from .tools import record_tool_calls as record_tool_calls
+from .tools import tool as tool
 
 __all__ = [
     "HIGHEST_PRECEDENCE",
@@ -60,33 +77,48 @@ __all__ = [
     "ChatClient",
     "ChatClientRequest",
     "ChatClientResponse",
+    "ChatMemory",
     "ChatModel",
     "ChatOptions",
     "ChatResponse",
     "ChatResponseMetadata",
     "EmptyResponseError",
+    "FunctionTool",
     "Generation",
+    "InMemoryChatMemory",
     "JevrefineError",
     "Message",
+    "MessageChatMemoryAdvisor",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
     "ModelTimeoutError",
     "Prompt",
     "PromptSpec",
+    "RecordingToolCallback",
     "ResponseFormat",
+    "SqliteChatMemory",
     "StreamAdvisor",
     "StreamingNotSupportedError",
     "StructuredOutputError",
     "SystemMessage",
     "TokenLogprob",
+    "ToolArgumentsError",
     "ToolCall",
+    "ToolCallRecord",
     "ToolCallback",
+    "ToolCallingAdvisor",
     "ToolDefinition",
+    "ToolError",
     "ToolResponse",
     "ToolResponseMessage",
+    "ToolRoundsExceededError",
+    "ToolTimeoutError",
+    "UnknownToolError",
     "Usage",
     "UserError",
     "UserMessage",
     "__version__",
+    "record_tool_calls",
+    "tool",
 ]

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .messages import ChatResponse, Prompt
-
 if TYPE_CHECKING:
+    from .messages import ChatResponse, Prompt
     from .tools import ToolCallback
 
 __all__ = ["ChatClientRequest", "ChatClientResponse"]

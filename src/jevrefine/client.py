@@ -15,7 +15,6 @@ many times, concurrently. Defaults set on the client apply to every prompt; the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -32,6 +31,7 @@ from .advisors.chain import (
     check_advisor,
     sort_advisors,
 )
+from .advisors.tool_calling import ToolCallingAdvisor
 from .exceptions import StreamingNotSupportedError, UserError
 from .messages import (
     ChatOptions,
@@ -45,11 +45,14 @@ from .messages import (
 from .models.base import ChatModel
 from .structured import output_spec
 from .telemetry import ERROR_TYPE, CaptureMode, Telemetry, error_type_of
-from .tools import ToolCallback
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
+
+    from .tools import ToolCallback
 
 __all__ = ["ChatClient", "ChatClientRequest", "ChatClientResponse", "PromptSpec"]
 
@@ -80,10 +83,12 @@ class ChatClient:
 
     __slots__ = (
         "_advisors",
+        "_default_chain",
         "_model",
         "_options",
         "_system",
         "_telemetry",
+        "_tool_chain",
         "_tools",
         "_trace_advisors",
     )
@@ -126,6 +131,10 @@ class ChatClient:
             legacy_attributes=legacy_attributes,
         )
         self._trace_advisors = trace_advisors
+        # Chains are immutable and re-enterable (and the tool loop keeps no state between
+        # requests), so prompts that add no advisors share one of these two.
+        self._default_chain = self._build_chain(self._advisors)
+        self._tool_chain = self._build_chain(self._advisors, tool_loop=True)
 
     @property
     def model(self) -> ChatModel:
@@ -147,8 +156,30 @@ class ChatClient:
         spec = PromptSpec(self)
         return spec if text is None else spec.user(text)
 
-    def _chain(self, spec: PromptSpec, *, parent: otel_context.Context | None) -> CallAdvisorChain:
-        advisors = self._advisors + spec._advisors if spec._advisors else self._advisors
+    def _chain(
+        self,
+        spec: PromptSpec,
+        *,
+        parent: otel_context.Context | None,
+        request: ChatClientRequest | None = None,
+    ) -> CallAdvisorChain:
+        needs_tool_loop = request is not None and bool(request.tools) and self._model.supports_tools
+        if not spec._advisors and parent is None:
+            return self._tool_chain if needs_tool_loop else self._default_chain
+        return self._build_chain(
+            self._advisors + spec._advisors, parent=parent, tool_loop=needs_tool_loop
+        )
+
+    def _build_chain(
+        self,
+        advisors: tuple[CallAdvisor, ...],
+        *,
+        parent: otel_context.Context | None = None,
+        tool_loop: bool = False,
+    ) -> CallAdvisorChain:
+        if tool_loop and not any(isinstance(a, ToolCallingAdvisor) for a in advisors):
+            # Added last, so it keeps registration order on ties: client, prompt, automatic.
+            advisors = (*advisors, ToolCallingAdvisor())
         return CallAdvisorChain(
             sort_advisors(advisors),
             ModelLink(self._model, self._telemetry, parent=parent),
@@ -159,7 +190,7 @@ class ChatClient:
         span = self._telemetry.start_workflow_span()
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
-            return await self._chain(spec, parent=None).next_call(request)
+            return await self._chain(spec, parent=None, request=request).next_call(request)
         except BaseException as exc:
             _mark_failed(span, exc)
             raise
@@ -172,7 +203,7 @@ class ChatClient:
         span = self._telemetry.start_workflow_span()
         # The stream's spans get their parent explicitly: attaching a context inside an async
         # generator would leak it into the consumer between chunks.
-        chain = self._chain(spec, parent=trace.set_span_in_context(span))
+        chain = self._chain(spec, parent=trace.set_span_in_context(span), request=request)
         try:
             blocker = chain.first_non_streaming()
             if blocker is not None:
@@ -223,12 +254,13 @@ class PromptSpec:
     _advisors: tuple[CallAdvisor, ...] = ()
     _params: Mapping[str, Any] = field(default_factory=lambda: _NO_PARAMS)
     _tools: tuple[ToolCallback, ...] = ()
+    _built: tuple[Prompt, tuple[ToolCallback, ...]] | None = field(default=None, compare=False)
 
     def system(self, text: str) -> PromptSpec:
         """Set the system message (replaces the client's default)."""
         if not isinstance(text, str):
             raise UserError(f"system text must be a str, got {type(text).__name__}")
-        return replace(self, _system=text)
+        return replace(self, _system=text, _built=None)
 
     def user(self, text: str) -> PromptSpec:
         """Set the user message, sent after any `.messages(...)`."""
@@ -237,7 +269,7 @@ class PromptSpec:
                 f"user text must be a str, got {type(text).__name__}; "
                 "pass earlier turns with .messages(...)"
             )
-        return replace(self, _user=text)
+        return replace(self, _user=text, _built=None)
 
     def messages(self, *messages: Message | Sequence[Message]) -> PromptSpec:
         """Add messages (a conversation history), sent before the user message."""
@@ -247,7 +279,7 @@ class PromptSpec:
                 flat.extend(item)
             else:
                 flat.append(item)
-        return replace(self, _messages=self._messages + messages_of(flat))
+        return replace(self, _messages=self._messages + messages_of(flat), _built=None)
 
     def options(self, options: ChatOptions | None = None, /, **kwargs: Any) -> PromptSpec:
         """Override options for this prompt: `.options(temperature=0)` or `.options(ChatOptions)`.
@@ -257,7 +289,7 @@ class PromptSpec:
         """
         new = user_options_from_kwargs(options, kwargs)
         merged = new if self._options is None else self._options.merge(new)
-        return replace(self, _options=merged)
+        return replace(self, _options=merged, _built=None)
 
     def advisors(self, *advisors: CallAdvisor, **params: Any) -> PromptSpec:
         """Add advisors for this prompt, and/or parameters for them (`conversation_id=...`).
@@ -270,10 +302,18 @@ class PromptSpec:
 
     def tools(self, *tools: ToolCallback) -> PromptSpec:
         """Add tools the model may call on this prompt."""
-        return replace(self, _tools=self._tools + _check_tools(tools))
+        return replace(self, _tools=self._tools + _check_tools(tools), _built=None)
 
     def request(self) -> ChatClientRequest:
-        """The request this spec sends into the advisor chain."""
+        """The request this spec sends into the advisor chain (a fresh context each time)."""
+        built = self._built
+        if built is None:
+            built = self._build()
+            # The spec is a value, so what it builds can be kept: a cache, not a state change.
+            object.__setattr__(self, "_built", built)
+        return ChatClientRequest(built[0], built[1], dict(self._params))
+
+    def _build(self) -> tuple[Prompt, tuple[ToolCallback, ...]]:
         client = self._client
         system = self._system if self._system is not None else client._system
         messages: list[Message] = []
@@ -289,7 +329,7 @@ class PromptSpec:
             )
         options = client._options.merge(self._options)
         tools = client._tools + self._tools if self._tools else client._tools
-        return ChatClientRequest(Prompt(tuple(messages), options), tools, dict(self._params))
+        return Prompt(tuple(messages), options), tools
 
     async def call(self) -> ChatClientResponse:
         """Send the prompt through the chain; the whole response and the shared context."""
@@ -322,7 +362,9 @@ class PromptSpec:
         use_native = client._model.supports_native_structured_output if native is None else native
         prompt = request.prompt
         if use_native:
-            prompt = prompt.with_options(replace(prompt.options, response_format=spec.response_format()))
+            prompt = prompt.with_options(
+                replace(prompt.options, response_format=spec.response_format())
+            )
         else:
             prompt = spec.with_instructions(prompt)
         response = await client._call(self, request.copy(prompt=prompt, context=request.context))

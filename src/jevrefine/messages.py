@@ -46,6 +46,7 @@ __all__ = [
     "concat_chunks",
 ]
 
+
 class FrozenDict(dict[str, Any]):
     """A dict that refuses changes: metadata and schemas inside frozen values.
 
@@ -92,7 +93,9 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +199,9 @@ class ToolDefinition:
     """The tool's name, unique within a request."""
     description: str
     """What the tool does, for the model."""
-    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
     """The JSON schema of the tool's arguments (an object schema)."""
 
     def __post_init__(self) -> None:
@@ -208,7 +213,7 @@ class ResponseFormat:
     """The shape the model must answer in (structured output)."""
 
     type: Literal["text", "json_object", "json_schema"] = "json_schema"
-    """`json_schema` to enforce `schema`; `json_object` for any JSON object; `text` for free text."""
+    """`json_schema` enforces `schema`; `json_object` any JSON object; `text` free text."""
     name: str = "response"
     """A name for the schema (OpenAI requires one; letters, digits, `_` and `-`)."""
     schema: Mapping[str, Any] | None = None
@@ -218,7 +223,9 @@ class ResponseFormat:
 
     def __post_init__(self) -> None:
         if self.type == "json_schema" and self.schema is None:
-            raise UserError("ResponseFormat(type='json_schema') needs a schema=; pass a JSON schema dict")
+            raise UserError(
+                "ResponseFormat(type='json_schema') needs a schema=; pass a JSON schema dict"
+            )
         if self.schema is not None:
             object.__setattr__(self, "schema", _frozen_mapping(self.schema))
 
@@ -254,7 +261,7 @@ class ChatOptions:
     tool_choice: Literal["auto", "none", "required"] | None = None
     """Whether the model may, must not, or must call a tool."""
     extra_body: Mapping[str, Any] | None = None
-    """Extra JSON fields sent to OpenAI-compatible servers as they are (e.g. a llama.cpp grammar)."""
+    """Extra JSON fields sent to OpenAI-compatible servers as is (e.g. a llama.cpp grammar)."""
 
     def __post_init__(self) -> None:
         if self.stop is not None and not isinstance(self.stop, tuple):
@@ -467,7 +474,9 @@ class ChatResponse:
         """A one-generation response holding `text` (handy in tests and in advisors)."""
         return cls(
             (Generation(AssistantMessage(text), {"finish_reason": finish_reason}),),
-            ChatResponseMetadata(model=model, usage=usage or Usage(), finish_reasons=(finish_reason,)),
+            ChatResponseMetadata(
+                model=model, usage=usage or Usage(), finish_reasons=(finish_reason,)
+            ),
         )
 
 

@@ -87,7 +87,7 @@ class OutputSpec(Generic[T]):
         Tolerates surrounding whitespace, a Markdown code fence, and prose around one JSON value.
 
         Raises:
-            StructuredOutputError: the answer is not JSON, or does not validate; `raw_text` keeps it.
+            StructuredOutputError: the answer is not JSON or does not validate (see `raw_text`).
         """
         try:
             value = _decode_json(text)

@@ -15,7 +15,6 @@ import enum
 import json
 import os
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import metrics, trace
@@ -32,6 +31,8 @@ from .messages import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from opentelemetry.context import Context
 
     from .models.base import ChatModel
@@ -76,14 +77,41 @@ ERROR_TYPE: Final = "error.type"
 
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+METRIC_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
 
 DURATION_BUCKETS: Final = (
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
 )
 """Bucket boundaries (seconds) of `gen_ai.client.operation.duration`, as the conventions give."""
 
 TOKEN_BUCKETS: Final = (
-    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
 )
 """Bucket boundaries of `gen_ai.client.token.usage`, as the conventions give."""
 
@@ -122,7 +150,14 @@ class Telemetry:
     Build it once per client: instruments are created here, not on each call.
     """
 
-    __slots__ = ("capture", "legacy_attributes", "operation_duration", "token_usage", "tracer")
+    __slots__ = (
+        "capture",
+        "legacy_attributes",
+        "operation_duration",
+        "token_usage",
+        "tool_duration",
+        "tracer",
+    )
 
     def __init__(
         self,
@@ -145,6 +180,12 @@ class Telemetry:
             unit="{token}",
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.tool_duration = meter.create_histogram(
+            METRIC_TOOL_DURATION,
+            unit="s",
+            description="Duration of tool executions",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         if capture_content is None:
             self.capture = capture_mode_from_env()
@@ -339,4 +380,3 @@ def _output_content(response: ChatResponse) -> str:
         ],
         ensure_ascii=False,
     )
-

@@ -21,9 +21,8 @@ the model and records its `chat` span.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, cast, runtime_checkable
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -36,6 +35,8 @@ from ..telemetry import ERROR_TYPE, ModelCallRecorder, Telemetry, error_type_of
 from ..tools import tool_definitions
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
     from opentelemetry.context import Context
 
     from ..models.base import ChatModel
@@ -139,10 +140,11 @@ def check_advisor(advisor: object) -> CallAdvisor:
             f"{advisor!r} is not an advisor: it lacks {', '.join(missing)}. An advisor needs "
             "`name: str`, `order: int` and `async def advise_call(self, request, chain)`."
         )
-    order = getattr(advisor, "order")  # noqa: B009 - checked above, typed below
+    order: object = getattr(advisor, "order")  # noqa: B009 - checked above
     if not isinstance(order, int) or isinstance(order, bool):
-        raise UserError(f"advisor {getattr(advisor, 'name')!r} has order {order!r}; pass an int")
-    return advisor  # type: ignore[return-value]
+        name: object = getattr(advisor, "name")  # noqa: B009 - checked above
+        raise UserError(f"advisor {name!r} has order {order!r}; pass an int")
+    return cast("CallAdvisor", advisor)
 
 
 def sort_advisors(advisors: Sequence[CallAdvisor]) -> tuple[CallAdvisor, ...]:
@@ -199,7 +201,9 @@ class ModelLink:
         prompt = self.prepare(request)
         recorder = self._recorder(request, prompt, stream=False)
         try:
-            with trace.use_span(recorder.span, record_exception=False, set_status_on_exception=False):
+            with trace.use_span(
+                recorder.span, record_exception=False, set_status_on_exception=False
+            ):
                 response = await self.model.call(prompt)
             _check_response(self.model, response)
         except BaseException as exc:
@@ -266,6 +270,20 @@ class CallAdvisorChain:
         """The model at the end of the chain."""
         return self._terminal.model
 
+    @property
+    def telemetry(self) -> Telemetry:
+        """The client's telemetry, for advisors that record spans or metrics of their own."""
+        return self._terminal.telemetry
+
+    @property
+    def trace_parent(self) -> Context | None:
+        """The parent context for spans an advisor opens; `None` means the current context.
+
+        Set for streams, whose spans get their parent explicitly rather than from the current
+        context (see `ChatClient.stream`).
+        """
+        return self._terminal.parent
+
     def _next_chain(self) -> CallAdvisorChain:
         rest = self._rest
         if rest is None:
@@ -294,7 +312,10 @@ class CallAdvisorChain:
         with tracer.start_as_current_span(
             f"advisor {advisor.name}",
             kind=SpanKind.INTERNAL,
-            attributes={"jevrefine.advisor.name": advisor.name, "jevrefine.advisor.order": advisor.order},
+            attributes={
+                "jevrefine.advisor.name": advisor.name,
+                "jevrefine.advisor.order": advisor.order,
+            },
             record_exception=False,
             set_status_on_exception=False,
         ) as span:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar, Self
 
-from ..messages import ChatResponse, Prompt
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from types import TracebackType
+
+    from ..messages import ChatResponse, Prompt
 
 __all__ = ["ChatModel"]
 
@@ -59,7 +61,7 @@ class ChatModel(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not support streaming")
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook with a do-nothing default
         """Release the model's connections. The default holds none."""
 
     async def __aenter__(self) -> Self:

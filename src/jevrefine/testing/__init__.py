@@ -11,7 +11,7 @@ Everything here uses the standard library and jevrefine's own dependencies only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._function_model import FunctionModel as FunctionModel
 from ._http import HTTPRequest as HTTPRequest
@@ -19,6 +19,11 @@ from ._http import HTTPResponse as HTTPResponse
 from ._http import LoopbackHTTPServer as LoopbackHTTPServer
 from ._http import RecordedRequest as RecordedRequest
 from ._http import StreamingHTTPResponse as StreamingHTTPResponse
+
+if TYPE_CHECKING:
+    from ._anthropic_server import FakeAnthropicServer as FakeAnthropicServer
+    from ._jev_server import FakeJevServer as FakeJevServer
+    from ._openai_server import FakeOpenAIServer as FakeOpenAIServer
 
 # The fake servers load on first use: most tests need one of them, none needs all.
 _LAZY = {

@@ -18,12 +18,14 @@ import socket
 import struct
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+    from types import TracebackType
 
 __all__ = [
     "HTTPRequest",
@@ -293,9 +295,7 @@ class LoopbackHTTPServer:
             with contextlib.suppress(Exception):
                 sock = transport.get_extra_info("socket")
                 if sock is not None:  # reset, not a clean close: what a crashed peer looks like
-                    sock.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             transport.abort()
             return False
         response: HTTPResponse | StreamingHTTPResponse

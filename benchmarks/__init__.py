@@ -1,0 +1,1 @@
+"""jevrefine's benchmarks: each compares jevrefine with an alternative in the same run."""

@@ -1,0 +1,153 @@
+"""The `jevrefine` command (also `python -m jevrefine`).
+
+`jevrefine demo` sends a prompt through a `ChatClient` and streams the answer, then asks for a
+typed answer with structured output. It runs on OpenAI when `OPENAI_API_KEY` is set, on
+Anthropic when `ANTHROPIC_API_KEY` is set, and otherwise on the local model (SmolLM2 on llama.cpp,
+offline, no key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import pydantic
+
+from ._version import __version__
+from .client import ChatClient
+from .exceptions import JevrefineError
+from .messages import Usage
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from .models.base import ChatModel
+
+__all__ = ["main"]
+
+Provider = Literal["local", "openai", "anthropic"]
+
+DEFAULT_PROMPT = "Why is the sky blue?"
+DEMO_SYSTEM = "You are a concise assistant. Answer in two sentences at most."
+
+
+class CityFacts(pydantic.BaseModel):
+    """The typed answer the demo asks for."""
+
+    city: str
+    country: str
+    population_millions: float
+
+
+def choose_provider(requested: str) -> Provider:
+    """The provider to use: the one requested, else the first whose API key is set, else local."""
+    if requested in ("local", "openai", "anthropic"):
+        return requested  # type: ignore[return-value]
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    return "local"
+
+
+@contextlib.asynccontextmanager
+async def open_model(provider: Provider, model: str | None) -> AsyncIterator[tuple[ChatModel, str]]:
+    """Open the demo's model; yields it with a one-line description of where it runs."""
+    if provider == "openai":
+        from .models.openai import OpenAIChatModel
+
+        async with OpenAIChatModel(model or "gpt-4o-mini") as chat_model:
+            yield chat_model, f"OpenAI {chat_model.model_name}"
+        return
+    if provider == "anthropic":
+        from .models.anthropic import AnthropicChatModel
+
+        async with AnthropicChatModel(model or "claude-haiku-4-5") as chat_model:
+            yield chat_model, f"Anthropic {chat_model.model_name}"
+        return
+    from .local import LocalModelServer
+
+    async with LocalModelServer(model) as server, server.openai_model() as chat_model:
+        yield (
+            chat_model,
+            f"{server.alias} on the local llama.cpp server at {server.url} (no API key set)",
+        )
+
+
+async def run_demo(prompt: str, provider: Provider, model: str | None) -> None:
+    """Stream one answer, then ask for a typed one; print both with usage and timing."""
+    out = sys.stdout
+    async with open_model(provider, model) as (chat_model, where):
+        out.write(f"jevrefine {__version__} demo: {where}\n\n> {prompt}\n")
+        client = ChatClient(chat_model, system=DEMO_SYSTEM)
+        started = time.perf_counter()
+        usage = Usage()
+        spec = client.prompt(prompt).options(max_tokens=120, temperature=0.2)
+        async for chunk in spec.stream_responses():
+            out.write(chunk.content)
+            out.flush()
+            usage = (
+                chunk.chat_response.metadata.usage
+                if chunk.chat_response.metadata.usage.total_tokens
+                else usage
+            )
+        elapsed = time.perf_counter() - started
+        out.write(
+            f"\n\n  streamed in {elapsed:.2f} s, {usage.input_tokens} input + "
+            f"{usage.output_tokens} output tokens\n\n"
+        )
+        question = "Give the facts about Paris: its country and population in millions."
+        out.write(f"> {question}  (as a typed CityFacts)\n")
+        started = time.perf_counter()
+        try:
+            facts = (
+                await client.prompt(question)
+                .options(max_tokens=80, temperature=0)
+                .entity(CityFacts)
+            )
+        except JevrefineError as exc:
+            # A small local model can miss a schema; show what happened rather than hide it.
+            out.write(f"  the model's answer did not fit CityFacts: {exc}\n")
+        else:
+            out.write(f"  {facts!r}\n")
+        out.write(f"  answered in {time.perf_counter() - started:.2f} s\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser."""
+    parser = argparse.ArgumentParser(prog="jevrefine", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"jevrefine {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="stream an answer and a typed answer from a model")
+    demo.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT, help="what to ask")
+    demo.add_argument(
+        "--provider",
+        choices=["auto", "local", "openai", "anthropic"],
+        default="auto",
+        help="auto: OpenAI or Anthropic when their API key is set, else the local model",
+    )
+    demo.add_argument("--model", help="model name (or, for local, a GGUF file path)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        try:
+            anyio.run(run_demo, args.prompt, choose_provider(args.provider), args.model)
+        except JevrefineError as exc:
+            print(f"jevrefine demo failed: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""The `chat {model}` CLIENT span and metrics of one Jev call (`gen_ai.provider.name=typesafe`)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ..telemetry import (
+    ERROR_TYPE,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_SYSTEM,
+    GEN_AI_TOKEN_TYPE,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+    Telemetry,
+    error_type_of,
+)
+from .errors import JudgeAPIError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from .responses import SystemOneResponse
+
+PROVIDER: Final = "typesafe"
+"""The `gen_ai.provider.name` of Jev calls."""
+RETRY_EVENT: Final = "jevrefine.retry"
+"""The span event recorded before each retry of a Jev call."""
+RETRY_ATTEMPT: Final = "jevrefine.retry.attempt"
+RETRY_DELAY: Final = "jevrefine.retry.delay_s"
+HTTP_STATUS: Final = "http.response.status_code"
+
+
+def record_retry(span: Span, retry: int, delay: float, error: BaseException) -> None:
+    """Add the retry event: which retry, how long we wait, what failed."""
+    if not span.is_recording():
+        return
+    attributes: dict[str, Any] = {
+        RETRY_ATTEMPT: retry,
+        RETRY_DELAY: round(delay, 6),
+        ERROR_TYPE: error_type_of(error),
+    }
+    if isinstance(error, JudgeAPIError):
+        attributes[HTTP_STATUS] = error.status_code
+    span.add_event(RETRY_EVENT, attributes)
+
+
+class JudgeCallRecorder:
+    """Opens the span at `start`, closes it with `finish(response)` or `fail(error)`."""
+
+    __slots__ = ("_metric_attributes", "_started", "_telemetry", "span")
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        model: str,
+        address: str | None,
+        port: int | None,
+    ) -> None:
+        self._telemetry = telemetry
+        attributes: dict[str, Any] = {
+            GEN_AI_OPERATION_NAME: "chat",
+            GEN_AI_PROVIDER_NAME: PROVIDER,
+            GEN_AI_REQUEST_MODEL: model,
+        }
+        if telemetry.legacy_attributes:
+            attributes[GEN_AI_SYSTEM] = PROVIDER
+        if address is not None:
+            attributes[SERVER_ADDRESS] = address
+            if port is not None:
+                attributes[SERVER_PORT] = port
+        self._metric_attributes = attributes
+        self.span = telemetry.tracer.start_span(
+            f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+        )
+        self._started = time.perf_counter()
+
+    def finish(self, response: SystemOneResponse) -> None:
+        """Record the response id (the request id header), model, usage; end the span."""
+        elapsed = time.perf_counter() - self._started
+        span = self.span
+        usage = response.usage
+        if span.is_recording():
+            attributes: dict[str, Any] = {
+                GEN_AI_RESPONSE_MODEL: response.model,
+                GEN_AI_RESPONSE_FINISH_REASONS: ["stop"],
+                GEN_AI_USAGE_INPUT_TOKENS: usage.input_tokens,
+                GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
+            }
+            if response.request_id is not None:
+                attributes[GEN_AI_RESPONSE_ID] = response.request_id
+            span.set_attributes(attributes)
+        span.end()
+        metric_attributes = {**self._metric_attributes, GEN_AI_RESPONSE_MODEL: response.model}
+        telemetry = self._telemetry
+        telemetry.operation_duration.record(elapsed, metric_attributes)
+        telemetry.token_usage.record(
+            usage.input_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "input"}
+        )
+        telemetry.token_usage.record(
+            usage.output_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "output"}
+        )
+
+    def fail(self, error: BaseException) -> None:
+        """Record a failure (status ERROR, `error.type`) and end the span."""
+        elapsed = time.perf_counter() - self._started
+        error_type = error_type_of(error)
+        span = self.span
+        if span.is_recording():
+            span.set_attribute(ERROR_TYPE, error_type)
+            if isinstance(error, JudgeAPIError):
+                span.set_attribute(HTTP_STATUS, error.status_code)
+                if error.request_id is not None:
+                    span.set_attribute(GEN_AI_RESPONSE_ID, error.request_id)
+            # Our messages carry the status, the server's text and the request id, never the key.
+            span.set_status(Status(StatusCode.ERROR, f"{error_type}: {error}"[:1000]))
+        span.end()
+        self._telemetry.operation_duration.record(
+            elapsed, {**self._metric_attributes, ERROR_TYPE: error_type}
+        )

@@ -1,0 +1,452 @@
+"""`JudgeClient`: the Jev System One API over `httpx2`, with retries, a time budget and spans.
+
+```python
+async with JudgeClient() as jev:  # TYPESAFE_API_KEY, TYPESAFE_BASE_URL, TYPESAFE_DEFAULT_MODEL
+    response = await jev.system_one(
+        {"user_question": "...", "assistant_answer": "..."},
+        {"is_grounded": Noul("Is every claim in `assistant_answer` supported?")},
+    )
+    print(response.noul("is_grounded").noul)
+```
+
+One connection pool serves every call of a client; `max_concurrency` bounds the requests in
+flight. Failures are retried by the `RetryPolicy`; `total_timeout` bounds a whole call, waits
+included. Each call is a `chat {model}` CLIENT span (`gen_ai.provider.name=typesafe`, the response
+id from the `x-typesafe-request-id` header, usage), with one `jevrefine.retry` event per retry.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import urllib.request
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+from opentelemetry import trace
+from pydantic_core import from_json, to_json
+
+from .._version import __version__
+from ..telemetry import Telemetry
+from ._telemetry import JudgeCallRecorder, record_retry
+from ._transport import KeepAliveTransport
+from .batch import BatchResult, SystemOneRequest, system_one_all
+from .errors import (
+    JudgeConnectionError,
+    JudgeError,
+    JudgeResponseError,
+    JudgeTimeoutError,
+    JudgeUsageError,
+    api_error,
+)
+from .questions import Question, State, check_state, questions_to_wire
+from .responses import ModelInfo, SystemOneResponse, parse_models, parse_system_one
+from .retry import RetryPolicy, parse_retry_after
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import Span, TracerProvider
+
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "DEFAULT_MODEL_ENV",
+    "JudgeClient",
+    "RetryPolicy",
+]
+
+API_KEY_ENV: Final = "TYPESAFE_API_KEY"
+"""Environment variable holding the API key."""
+BASE_URL_ENV: Final = "TYPESAFE_BASE_URL"
+"""Environment variable holding the API root."""
+DEFAULT_MODEL_ENV: Final = "TYPESAFE_DEFAULT_MODEL"
+"""Environment variable holding the model asked when a call names none."""
+DEFAULT_BASE_URL: Final = "https://api.typesafe.ai"
+"""The public API root."""
+DEFAULT_MODEL: Final = "jev-latest"
+"""The stable alias; pin a versioned id (`jev-1.13.0`) once thresholds are tuned."""
+
+SYSTEM_ONE_PATH: Final = "/v1/systemone"
+MODELS_PATH: Final = "/v1/models"
+REQUEST_ID_HEADER: Final = "x-typesafe-request-id"
+RETRY_COUNT_HEADER: Final = "x-typesafe-retry-count"
+
+_DEFAULT_RETRY = RetryPolicy()
+# Keep every pooled connection warm: bursts beyond httpx's default 20 idle connections would
+# otherwise reopen connections (and redo TLS handshakes) on every wave of a batch.
+_POOL_SIZE = 100
+_KEEPALIVE_EXPIRY = 30.0
+
+
+def _json_fallback(value: Any) -> Any:
+    # Read-only mappings and tuples are natural in Python code; JSON wants dicts and lists.
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} cannot be sent as JSON")
+
+
+def _resolve_key(api_key: str | None) -> str:
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "").strip()
+    if api_key is None and not key:
+        raise JudgeUsageError(
+            f"no API key: pass api_key=... or set {API_KEY_ENV}. For a local server that needs "
+            'none (Laya, Ollama, FakeJevServer), pass api_key=""'
+        )
+    key = key.strip()
+    if key and (not key.isascii() or not key.isprintable() or " " in key):
+        # Never echo the key: say what is wrong with it, not what it is.
+        raise JudgeUsageError("the API key must be printable ASCII without whitespace")
+    return key
+
+
+class JudgeClient:
+    """An async client of the Jev System One API; a `SystemOneClient`.
+
+    Args:
+        api_key: The API key; else `TYPESAFE_API_KEY`. A missing key is an error here, at
+            construction; an explicit `""` sends no `Authorization` header (local servers).
+        base_url: The API root (without `/v1`); else `TYPESAFE_BASE_URL`, else
+            `https://api.typesafe.ai`.
+        model: The model asked when a call names none; else `TYPESAFE_DEFAULT_MODEL`, else
+            `jev-latest`.
+        retry: Which failures are retried and how long to wait (`RetryPolicy`).
+        timeout: Seconds allowed for each HTTP operation (connect, write, read).
+        total_timeout: Seconds allowed for a whole call, retries and waits included; a retry
+            whose wait would cross it is not made. `None` for no bound.
+        max_concurrency: At most this many requests in flight at once (`None`: the pool's 100).
+        http_client: An `httpx2.AsyncClient` to send with (proxies, transports, custom TLS). It
+            is not closed by this client: whoever creates one closes it.
+        tracer_provider: Where spans go (default: the global provider).
+        meter_provider: Where metrics go (default: the global provider).
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        retry: RetryPolicy = _DEFAULT_RETRY,
+        timeout: float = 10.0,
+        total_timeout: float | None = 30.0,
+        max_concurrency: int | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        key = _resolve_key(api_key)
+        if not isinstance(retry, RetryPolicy):
+            raise JudgeUsageError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise JudgeUsageError(f"timeout must be a positive number of seconds, got {timeout}")
+        if total_timeout is not None and not (total_timeout > 0):
+            raise JudgeUsageError(
+                f"total_timeout must be a positive number of seconds or None, got {total_timeout}"
+            )
+        if max_concurrency is not None and max_concurrency < 1:
+            raise JudgeUsageError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        root = (base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
+        split = urlsplit(root)
+        if split.scheme not in ("http", "https") or not split.hostname:
+            raise JudgeUsageError(f"base_url must be an http(s) URL, got {root!r}")
+        self._base_url = root
+        self._model = model or os.environ.get(DEFAULT_MODEL_ENV, "").strip() or DEFAULT_MODEL
+        self._retry = retry
+        self._timeout = float(timeout)
+        self._total_timeout = total_timeout
+        self._max_concurrency = max_concurrency
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._address = split.hostname
+        self._port = split.port or (443 if split.scheme == "https" else 80)
+        self._system_one_url = root + SYSTEM_ONE_PATH
+        self._models_url = root + MODELS_PATH
+        headers = {
+            "accept": "application/json",
+            "content-type": "application/json",
+            "user-agent": f"jevrefine/{__version__}",
+        }
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        self._headers = headers
+        self._owns_http = http_client is None
+        if http_client is None:
+            pool = max(_POOL_SIZE, max_concurrency or 0)
+            if _proxy_configured():
+                # The lean transport speaks no proxy protocol: honour HTTP(S)_PROXY with httpx's.
+                http_client = httpx2.AsyncClient(
+                    timeout=self._timeout,
+                    limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool),
+                )
+            else:
+                http_client = httpx2.AsyncClient(
+                    timeout=self._timeout,
+                    transport=KeepAliveTransport(
+                        max_connections=pool, keepalive_expiry=_KEEPALIVE_EXPIRY
+                    ),
+                )
+        self._http = http_client
+        self._telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+    # -- public API ----------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return self._base_url
+
+    @property
+    def model(self) -> str:
+        """The model asked when a call names none."""
+        return self._model
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy."""
+        return self._retry
+
+    async def system_one(
+        self,
+        state: State,
+        questions: Mapping[str, Question | Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-HTTP-operation setting
+    ) -> SystemOneResponse:
+        """Ask the questions about `state` in one request; answers come back under the same ids.
+
+        Args:
+            state: What the judge reads: text, or a JSON object / array (key order is kept: the
+                model reads fields in the order sent).
+            questions: Question id -> `Noul`, `Choice` or `Score` (or a question's wire dict).
+            model: The model for this call (default: the client's).
+            timeout: Seconds per HTTP operation for this call (default: the client's).
+
+        Raises:
+            JudgeUsageError: bad questions or state, found before any request is sent.
+            JudgeAPIError: the API answered with an error status (after retries).
+            JudgeConnectionError: no answer (after retries); `JudgeTimeoutError` when in time.
+            JudgeResponseError: the answer is not a valid System One response.
+        """
+        content, model_name = self._encode(state, questions, model)
+        recorder = JudgeCallRecorder(self._telemetry, model_name, self._address, self._port)
+        try:
+            with trace.use_span(recorder.span, end_on_exit=False):
+                response = await self._send_system_one(content, timeout, recorder.span)
+        except BaseException as exc:
+            recorder.fail(exc)
+            raise
+        recorder.finish(response)
+        return response
+
+    async def _system_one_in_span(
+        self,
+        span: Span,
+        state: State,
+        questions: Mapping[str, Question | Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-HTTP-operation setting
+    ) -> SystemOneResponse:
+        """`system_one` without a span of its own: retries are recorded on `span` instead.
+
+        For callers whose own span already stands for the call (`JevChatModel`, under the chain's
+        terminal link), so that one Jev call is exactly one span.
+        """
+        content, _ = self._encode(state, questions, model)
+        return await self._send_system_one(content, timeout, span)
+
+    async def system_one_all(
+        self,
+        requests: Sequence[SystemOneRequest],
+        *,
+        concurrency: int = 4,
+        fail_fast: bool = False,
+    ) -> list[BatchResult[SystemOneResponse]]:
+        """Run many `system_one` calls; see `jevrefine.jev.system_one_all`."""
+        return await system_one_all(self, requests, concurrency=concurrency, fail_fast=fail_fast)
+
+    async def models(self, *, timeout: float | None = None) -> list[ModelInfo]:  # noqa: ASYNC109
+        """The models the API lists (`GET /v1/models`; aliases only, versioned ids work too)."""
+        response = await self._send("GET", self._models_url, None, timeout, None)
+        return parse_models(self._decode_ok(response))
+
+    async def aclose(self) -> None:
+        """Close the connection pool (unless the `http_client` was given to us)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        # The key is deliberately absent.
+        return f"JudgeClient(base_url={self._base_url!r}, model={self._model!r})"
+
+    # -- the wire --------------------------------------------------------------------------
+
+    def _encode(
+        self,
+        state: State,
+        questions: Mapping[str, Question | Mapping[str, Any]],
+        model: str | None,
+    ) -> tuple[bytes, str]:
+        check_state(state)
+        wire_questions = questions_to_wire(questions)
+        model_name = model or self._model
+        # Same field order as the official SDK, so the two send identical bodies.
+        body = {"state": state, "model": model_name, "questions": wire_questions}
+        try:
+            content = to_json(body, fallback=_json_fallback)
+        except (TypeError, ValueError) as exc:
+            raise JudgeUsageError(f"the state cannot be sent as JSON: {exc}") from None
+        return content, model_name
+
+    async def _send_system_one(
+        self,
+        content: bytes,
+        timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
+        span: Span | None,
+    ) -> SystemOneResponse:
+        response = await self._send("POST", self._system_one_url, content, timeout, span)
+        request_id = response.headers.get(REQUEST_ID_HEADER)
+        return parse_system_one(self._decode_ok(response), request_id)
+
+    def _decode_ok(self, response: httpx2.Response) -> Any:
+        try:
+            return from_json(response.content)
+        except ValueError:
+            raise JudgeResponseError(
+                f"the API answered {response.status_code} with a body that is not JSON",
+                body=response.content[:1000].decode("utf-8", "replace"),
+                request_id=response.headers.get(REQUEST_ID_HEADER),
+            ) from None
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
+        span: Span | None,
+    ) -> httpx2.Response:
+        """Send with retries; a 2xx response, or the last error once retrying is over."""
+        policy = self._retry
+        per_operation = self._timeout if timeout is None else timeout
+        deadline = (
+            math.inf if self._total_timeout is None else anyio.current_time() + self._total_timeout
+        )
+        headers = self._headers
+        retry = 0
+        while True:
+            try:
+                return await self._attempt(method, url, content, headers, per_operation, deadline)
+            except JudgeError as error:
+                if retry >= policy.max_retries or not policy.should_retry(error):
+                    raise
+                retry += 1
+                delay = policy.delay(error, retry)
+                if anyio.current_time() + delay >= deadline:
+                    # Waiting would spend the rest of the budget: give the caller the real error.
+                    raise
+                if span is not None:
+                    record_retry(span, retry, delay, error)
+                headers = {**self._headers, RETRY_COUNT_HEADER: str(retry)}
+                await policy.sleep(delay)
+
+    async def _attempt(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: Mapping[str, str],
+        per_operation: float,
+        deadline: float,
+    ) -> httpx2.Response:
+        remaining = deadline - anyio.current_time()
+        if remaining <= 0:
+            raise JudgeTimeoutError(self._budget_message())
+        limiter = self._limiter
+        if limiter is None and self._max_concurrency is not None:
+            limiter = self._limiter = anyio.CapacityLimiter(self._max_concurrency)
+        response: httpx2.Response | None = None
+        with anyio.CancelScope(deadline=deadline) as scope:
+            if limiter is not None:
+                async with limiter:
+                    response = await self._request(
+                        method, url, content, headers, min(per_operation, remaining)
+                    )
+            else:
+                response = await self._request(
+                    method, url, content, headers, min(per_operation, remaining)
+                )
+        if response is None or scope.cancelled_caught:
+            raise JudgeTimeoutError(self._budget_message())
+        status = response.status_code
+        if 200 <= status < 300:
+            return response
+        raise api_error(
+            status,
+            _error_body(response),
+            request_id=response.headers.get(REQUEST_ID_HEADER),
+            endpoint=f"{method} {url}",
+            retry_after=parse_retry_after(response.headers),
+        )
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
+    ) -> httpx2.Response:
+        try:
+            return await self._http.request(
+                method, url, content=content, headers=headers, timeout=timeout
+            )
+        except httpx2.TimeoutException as exc:
+            # `from None`: httpx's exception holds the request, and the request holds the key.
+            raise JudgeTimeoutError(
+                f"{method} {url}: no answer within {timeout:g} s ({type(exc).__name__})"
+            ) from None
+        except httpx2.TransportError as exc:
+            raise JudgeConnectionError(
+                f"{method} {url}: connection failed ({type(exc).__name__}: {exc})"
+            ) from None
+
+    def _budget_message(self) -> str:
+        return f"the call did not finish within total_timeout={self._total_timeout:g} s"
+
+
+def _error_body(response: httpx2.Response) -> Any:
+    content = response.content
+    if not content:
+        return None
+    try:
+        return from_json(content)
+    except ValueError:
+        return content[:2000].decode("utf-8", "replace")
+
+
+def _proxy_configured() -> bool:
+    """Whether the environment asks for an HTTP(S) proxy (`HTTPS_PROXY`, `ALL_PROXY`, ...)."""
+    proxies = urllib.request.getproxies()
+    return any(key in proxies for key in ("http", "https", "all"))

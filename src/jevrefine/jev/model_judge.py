@@ -1,0 +1,391 @@
+"""`ModelJudgeClient`: Jev's typed questions answered by any `ChatModel` (LLM-as-a-judge).
+
+Each question is one constrained request: the model may only answer one of the allowed values
+(`yes`/`no` for a `Noul`, a label for a `Choice`, a level number for a `Score`), enforced by a JSON
+schema with an enum (`ChatOptions.response_format`, the default) or by a llama.cpp grammar
+(`ChatOptions.extra_body`, `constraint="grammar"`). The questions of one call run concurrently.
+
+Probabilities come from the answer token's log probabilities where the provider returns them
+(OpenAI-compatible servers, the local llama.cpp model): the alternatives at the position where the
+answer starts are matched to the allowed answers (case and surrounding blanks ignored) and
+renormalised. A server may report the *unconstrained* distribution there (llama.cpp does), so the
+answer is always decided from these probabilities — the argmax — never from the sampled text, and
+the two cannot disagree. Where no logprobs come back (or none of the alternatives is an allowed
+answer), the chosen answer gets probability 1 and the answer is marked `calibrated=False`.
+As Jev does, a noul is P(yes) and a score is Σ level·p.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
+
+import anyio
+
+from ..messages import (
+    ChatOptions,
+    ChatResponse,
+    Prompt,
+    ResponseFormat,
+    SystemMessage,
+    TokenLogprob,
+    Usage,
+    UserMessage,
+)
+from ..models.base import ChatModel
+from .errors import JudgeResponseError, JudgeTimeoutError, JudgeUsageError
+from .questions import Content, Question, State, check_state, questions_to_wire
+from .responses import (
+    Answer,
+    ChoiceAnswer,
+    NoulAnswer,
+    ScoreAnswer,
+    SystemOneResponse,
+    distribution_confidence,
+)
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "ModelJudgeClient"]
+
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are a careful, impartial evaluator. Read the state, then answer the question about it "
+    "with exactly one of the allowed answers and nothing else."
+)
+"""The system message of every judging request."""
+
+_YES_NO: Final = ("yes", "no")
+
+
+class _Spec:
+    """One question reduced to what the model sees and how its answer maps back."""
+
+    __slots__ = ("allowed", "kind", "legend", "prompt_text")
+
+    def __init__(self, kind: str, allowed: tuple[str, ...], prompt_text: str, legend: Any) -> None:
+        self.kind = kind
+        self.allowed = allowed
+        self.prompt_text = prompt_text
+        self.legend = legend
+
+
+def _render(content: Content | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False, default=list)
+
+
+def _spec_of(wire: Mapping[str, Any]) -> _Spec:
+    kind = wire["type"]
+    instructions = _render(wire.get("instructions"))
+    lines = [f"Question: {instructions}"]
+    if kind == "noul":
+        criteria = wire.get("criteria") or {}
+        if criteria.get("true") is not None:
+            lines.append(f'Answer "yes" when: {_render(criteria["true"])}')
+        if criteria.get("false") is not None:
+            lines.append(f'Answer "no" when: {_render(criteria["false"])}')
+        allowed: tuple[str, ...] = _YES_NO
+        legend: Any = None
+    elif kind == "choice":
+        allowed = tuple(wire["criteria"])
+        lines.append("Options:")
+        for label, description in wire["criteria"].items():
+            lines.append(
+                f"- {label}" + (f": {_render(description)}" if description is not None else "")
+            )
+        legend = None
+    elif kind == "score":
+        levels = list(wire["criteria"])
+        allowed = tuple(str(i) for i in range(len(levels)))
+        lines.append("Levels (the number is the answer, 0 is the lowest):")
+        lines.extend(f"{i}: {_render(level)}" for i, level in enumerate(levels))
+        legend = {i: level for i, level in enumerate(levels)}
+    else:
+        raise JudgeUsageError(
+            f"ModelJudgeClient answers noul, choice and score questions, not {kind!r}"
+        )
+    quoted = ", ".join(json.dumps(a, ensure_ascii=False) for a in allowed)
+    lines.append(f"Allowed answers: {quoted}")
+    return _Spec(kind, allowed, "\n".join(lines), legend)
+
+
+def _grammar(allowed: Sequence[str]) -> str:
+    # GBNF string literals are JSON-like; json.dumps escapes quotes and backslashes the same way.
+    return "root ::= " + " | ".join(json.dumps(a, ensure_ascii=False) for a in allowed)
+
+
+def _schema(allowed: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": list(allowed)}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+def _norm(text: str) -> str:
+    return text.strip().strip('"').strip().casefold()
+
+
+def _answer_offset(text: str, constraint: str) -> int | None:
+    """Where the answer value starts in the generated text."""
+    if constraint == "grammar":
+        return len(text) - len(text.lstrip())
+    key = text.find('"answer"')
+    if key < 0:
+        return None
+    colon = text.find(":", key + 8)
+    if colon < 0:
+        return None
+    quote = text.find('"', colon + 1)
+    return None if quote < 0 else quote + 1
+
+
+def _distribution(
+    logprobs: Sequence[TokenLogprob], text: str, allowed: Sequence[str], constraint: str
+) -> dict[str, float] | None:
+    """P(answer) from the alternatives at the token where the answer starts, or `None`."""
+    start = _answer_offset(text, constraint)
+    if start is None:
+        return None
+    offset = 0
+    for item in logprobs:
+        end = offset + len(item.token)
+        if end > start:
+            break
+        offset = end
+    else:
+        return None
+    # The token may carry text before the answer (a quote, a blank): alternatives must share it.
+    prefix = text[offset:start] if start > offset else ""
+    alternatives = list(item.top) or [(item.token, item.logprob)]
+    # Case-insensitive matching only while it keeps the answers apart.
+    fold = len({_norm(a) for a in allowed}) == len(allowed)
+
+    def key_of(value: str) -> str:
+        return _norm(value) if fold else value.strip()
+
+    keys = {a: key_of(a) for a in allowed}
+    mass: dict[str, float] = dict.fromkeys(allowed, 0.0)
+    seen: set[str] = set()
+    for token, logprob in alternatives:
+        if token in seen or (prefix and not token.startswith(prefix)):
+            continue
+        seen.add(token)
+        piece = token[len(prefix) :]
+        if constraint == "json_schema":
+            piece = piece.split('"', 1)[0]  # the closing quote may share the token
+        key = key_of(piece)
+        if not key:
+            continue
+        targets = [a for a, k in keys.items() if k == key] or [
+            a for a, k in keys.items() if k.startswith(key)
+        ]
+        if not targets:
+            continue
+        share = math.exp(logprob) / len(targets)  # a prefix shared by several answers is split
+        for a in targets:
+            mass[a] += share
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    return {a: p / total for a, p in mass.items()}
+
+
+def _parse_text(text: str, allowed: Sequence[str], constraint: str) -> str | None:
+    value: Any = text.strip()
+    if constraint == "json_schema":
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            value = decoded.get("answer")
+    if not isinstance(value, str):
+        return None
+    if value in allowed:
+        return value
+    folded = {_norm(a): a for a in allowed}
+    return folded.get(_norm(value))
+
+
+class ModelJudgeClient:
+    """A `SystemOneClient` answered by a chat model: LLM-as-a-judge with Jev's typed questions.
+
+    ```python
+    judge_client = ModelJudgeClient(OpenAIChatModel("gpt-4o-mini"))
+    response = await judge_client.system_one(state, {"is_grounded": Noul("...")})
+    ```
+
+    Args:
+        chat_model: The model that answers. It is not closed by this client.
+        concurrency: At most this many model requests in flight (shared by all calls).
+        constraint: `"json_schema"` (an enum in a JSON schema, portable) or `"grammar"` (a
+            llama.cpp GBNF grammar through `extra_body`; the answer is the first token).
+        logprobs: Ask for log probabilities (`top_logprobs` alternatives per token). Turn off for
+            providers that reject the option; answers are then marked not calibrated.
+        top_logprobs: How many alternatives to ask for (at most 20).
+        system_prompt: The system message of each request.
+    """
+
+    def __init__(
+        self,
+        chat_model: ChatModel,
+        *,
+        concurrency: int = 4,
+        constraint: Literal["json_schema", "grammar"] = "json_schema",
+        logprobs: bool = True,
+        top_logprobs: int = 20,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+    ) -> None:
+        if not isinstance(chat_model, ChatModel):
+            raise JudgeUsageError(
+                f"ModelJudgeClient needs a ChatModel, got {type(chat_model).__name__}"
+            )
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise JudgeUsageError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if constraint not in ("json_schema", "grammar"):
+            raise JudgeUsageError(
+                f"constraint must be 'json_schema' or 'grammar', got {constraint!r}"
+            )
+        if not 1 <= top_logprobs <= 20:
+            raise JudgeUsageError(f"top_logprobs must be between 1 and 20, got {top_logprobs}")
+        self._model = chat_model
+        self._concurrency = concurrency
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._constraint = constraint
+        self._logprobs = logprobs
+        self._top_logprobs = top_logprobs
+        self._system_prompt = system_prompt
+
+    @property
+    def chat_model(self) -> ChatModel:
+        """The model that answers."""
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"ModelJudgeClient({self._model!r}, constraint={self._constraint!r})"
+
+    async def system_one(
+        self,
+        state: State,
+        questions: Mapping[str, Question | Mapping[str, Any]],
+        *,
+        model: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - pinned by the protocol
+    ) -> SystemOneResponse:
+        """Answer every question with one constrained model request each, concurrently.
+
+        Args:
+            state: What the judge reads (text, or a JSON object / array).
+            questions: Question id -> `Noul`, `Choice` or `Score`.
+            model: The model name for these requests (default: the chat model's own).
+            timeout: Seconds for the whole call.
+
+        Raises:
+            JudgeUsageError: bad questions or state (before any request).
+            JudgeTimeoutError: the call took longer than `timeout`.
+            JudgeResponseError: the model's answer is none of the allowed ones.
+            ModelError: the model call failed (passed through unchanged).
+        """
+        check_state(state)
+        wire = questions_to_wire(questions)
+        specs = {qid: _spec_of(q) for qid, q in wire.items()}
+        state_text = _render(state)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._concurrency)
+        limiter = self._limiter
+        results: dict[str, tuple[Answer, Usage, str | None]] = {}
+        errors: list[BaseException] = []
+
+        async def ask(qid: str, spec: _Spec) -> None:
+            try:
+                async with limiter:
+                    results[qid] = await self._ask(qid, spec, state_text, model)
+            except Exception as exc:  # kept, so the caller sees the error itself, not a group
+                errors.append(exc)
+                group.cancel_scope.cancel()
+
+        with anyio.move_on_after(timeout if timeout is not None else math.inf) as scope:
+            async with anyio.create_task_group() as group:
+                for qid, spec in specs.items():
+                    group.start_soon(ask, qid, spec)
+        if errors:
+            raise errors[0]
+        if scope.cancelled_caught:
+            raise JudgeTimeoutError(f"the model did not answer every question within {timeout:g} s")
+        usage = Usage()
+        answered_by: str | None = None
+        for _, used, name in results.values():
+            usage = usage + used
+            answered_by = answered_by or name
+        return SystemOneResponse(
+            answered_by or model or self._model.model_name,
+            {qid: results[qid][0] for qid in specs},
+            usage,
+        )
+
+    def _prompt(self, spec: _Spec, state_text: str, model: str | None) -> Prompt:
+        user = f"State:\n{state_text}\n\n{spec.prompt_text}"
+        if self._constraint == "grammar":
+            user += "\nReply with the answer only."
+            options = ChatOptions(
+                model=model,
+                temperature=0.0,
+                max_tokens=max(4, max(len(a) for a in spec.allowed) + 2),
+                extra_body={"grammar": _grammar(spec.allowed)},
+            )
+        else:
+            user += '\nReply with a JSON object: {"answer": <one of the allowed answers>}.'
+            options = ChatOptions(
+                model=model,
+                temperature=0.0,
+                max_tokens=32 + 2 * max(len(a) for a in spec.allowed),
+                response_format=ResponseFormat(
+                    name="answer", schema=_schema(spec.allowed), strict=True
+                ),
+            )
+        if self._logprobs:
+            options = options.merge(ChatOptions(logprobs=True, top_logprobs=self._top_logprobs))
+        return Prompt((SystemMessage(self._system_prompt), UserMessage(user)), options)
+
+    async def _ask(
+        self, qid: str, spec: _Spec, state_text: str, model: str | None
+    ) -> tuple[Answer, Usage, str | None]:
+        response: ChatResponse = await self._model.call(self._prompt(spec, state_text, model))
+        generation = response.result
+        text = generation.text
+        probabilities: dict[str, float] | None = None
+        logprobs = generation.logprobs
+        if logprobs:
+            probabilities = _distribution(logprobs, text, spec.allowed, self._constraint)
+        calibrated = probabilities is not None
+        if probabilities is None:
+            chosen = _parse_text(text, spec.allowed, self._constraint)
+            if chosen is None:
+                raise JudgeResponseError(
+                    f"question {qid!r}: the model answered {text[:200]!r}, which is none of "
+                    f"{list(spec.allowed)}",
+                    field_path=f"answers.{qid}",
+                    body=text,
+                )
+            probabilities = {a: 1.0 if a == chosen else 0.0 for a in spec.allowed}
+        answer = _answer(spec, probabilities, calibrated)
+        meta = response.metadata
+        return answer, meta.usage, meta.model
+
+
+def _answer(spec: _Spec, probabilities: dict[str, float], calibrated: bool) -> Answer:
+    if spec.kind == "noul":
+        return NoulAnswer(probabilities["yes"], calibrated=calibrated)
+    # Ties go to the earlier option, deterministically.
+    best = max(spec.allowed, key=lambda a: (probabilities[a], -spec.allowed.index(a)))
+    confidence = distribution_confidence(probabilities) if calibrated else None
+    if spec.kind == "choice":
+        return ChoiceAnswer(best, probabilities, confidence, calibrated=calibrated)
+    levels = {int(a): p for a, p in probabilities.items()}
+    score = sum(level * p for level, p in levels.items())
+    return ScoreAnswer(score, spec.legend, levels, confidence, calibrated=calibrated)

@@ -1,0 +1,368 @@
+"""What System One answers: `SystemOneResponse` with typed answers per question.
+
+```python
+response = await client.system_one(state, questions)
+response.noul("is_grounded").noul                        # P(yes)
+response.choice("department").probability_of("billing")
+response.score("frustration").score                      # Σ level·p, may fall between levels
+```
+
+Score levels are `int` keys (the wire sends them as strings). An answer of a type this version
+does not know (e.g. a newer API's `box`) is kept aside in `unknown_answers` with a warning instead
+of failing the whole response.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias, TypeVar
+
+from ..messages import Usage
+from .errors import AnswerNotFoundError, JudgeResponseError
+from .questions import Content
+
+__all__ = [
+    "Answer",
+    "ChoiceAnswer",
+    "ModelInfo",
+    "NoulAnswer",
+    "ScoreAnswer",
+    "SystemOneResponse",
+    "UnknownAnswerWarning",
+    "distribution_confidence",
+    "parse_models",
+    "parse_system_one",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class UnknownAnswerWarning(UserWarning):
+    """An answer of a type this version does not model was set aside (see `unknown_answers`)."""
+
+
+def distribution_confidence(probabilities: Mapping[Any, float]) -> float:
+    """How concentrated a distribution is: 1 - normalised entropy (1 = certain, 0 = uniform).
+
+    Like Jev's `confidence`, a statistic of the distribution, not P(correct). Jev does not publish
+    its formula; `ModelJudgeClient` and `FakeJevServer` use this one.
+    """
+    values = [p for p in probabilities.values() if p > 0]
+    n = len(probabilities)
+    if n < 2:
+        return 1.0
+    total = sum(values)
+    if total <= 0:
+        return 0.0
+    entropy = -sum((p / total) * math.log(p / total) for p in values)
+    return max(0.0, min(1.0, 1.0 - entropy / math.log(n)))
+
+
+@dataclass(frozen=True, slots=True)
+class NoulAnswer:
+    """The answer to a `Noul`: the probability of "yes"."""
+
+    noul: float
+    """P(yes), from 0 to 1."""
+    calibrated: bool = field(default=True, kw_only=True)
+    """False when the value is a plain yes/no (1.0 / 0.0), not a probability (a chat model
+    without logprobs answered)."""
+    type: Literal["noul"] = field(default="noul", init=False)
+    """The wire type."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceAnswer:
+    """The answer to a `Choice`: the most likely label and every label's probability."""
+
+    choice: str
+    """The most likely label."""
+    probabilities: Mapping[str, float]
+    """Label -> probability; they sum to about 1."""
+    confidence: float | None = None
+    """How concentrated the distribution is (0 to 1), not P(correct); `None` when uncalibrated."""
+    calibrated: bool = field(default=True, kw_only=True)
+    """False when the probabilities are only the chosen label at 1.0 (no logprobs)."""
+    type: Literal["choice"] = field(default="choice", init=False)
+    """The wire type."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "probabilities", MappingProxyType(dict(self.probabilities)))
+
+    def probability_of(self, label: str) -> float:
+        """The probability of `label` (0.0 for a label the answer does not list)."""
+        return self.probabilities.get(label, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreAnswer:
+    """The answer to a `Score`: the expected level and the distribution over levels."""
+
+    score: float
+    """Σ level·p: the expected level, between 0 and `max_level` (may fall between levels)."""
+    legend: Mapping[int, Content]
+    """Level -> the rubric text of that level."""
+    probabilities: Mapping[int, float]
+    """Level -> probability."""
+    confidence: float | None = None
+    """How concentrated the distribution is (0 to 1), not P(correct); `None` when uncalibrated."""
+    calibrated: bool = field(default=True, kw_only=True)
+    """False when the probabilities are only the chosen level at 1.0 (no logprobs)."""
+    type: Literal["score"] = field(default="score", init=False)
+    """The wire type."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "legend", MappingProxyType(dict(self.legend)))
+        object.__setattr__(self, "probabilities", MappingProxyType(dict(self.probabilities)))
+
+    def probability_of(self, level: int) -> float:
+        """The probability of `level` (0.0 for a level the answer does not list)."""
+        return self.probabilities.get(level, 0.0)
+
+    @property
+    def level(self) -> int:
+        """The most likely level."""
+        if not self.probabilities:
+            return round(self.score)
+        return max(self.probabilities, key=lambda k: (self.probabilities[k], -k))
+
+
+Answer: TypeAlias = NoulAnswer | ChoiceAnswer | ScoreAnswer
+"""The answer to any question."""
+
+_A = TypeVar("_A", NoulAnswer, ChoiceAnswer, ScoreAnswer)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemOneResponse:
+    """One System One answer: the model that answered, an answer per question, usage, request id."""
+
+    model: str
+    """The versioned model id that answered (may differ from the alias sent)."""
+    answers: Mapping[str, Answer]
+    """Question id -> answer, in the order the API sent them."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens: `input_tokens` are billable, `output_tokens` currently free."""
+    request_id: str | None = None
+    """The `x-typesafe-request-id` response header (`None` when the server sent none)."""
+    unknown_answers: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
+    """Answers of types this version does not model, as the API sent them."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "answers", MappingProxyType(dict(self.answers)))
+        if self.unknown_answers is not _EMPTY:
+            object.__setattr__(
+                self, "unknown_answers", MappingProxyType(dict(self.unknown_answers))
+            )
+
+    def _get(self, name: str, cls: type[_A]) -> _A:
+        answer = self.answers.get(name)
+        if isinstance(answer, cls):
+            return answer
+        have = ", ".join(f"{k} ({v.type})" for k, v in self.answers.items()) or "none"
+        if answer is None:
+            raise AnswerNotFoundError(f"no answer named {name!r}; the response has: {have}")
+        wanted = cls.__name__.removesuffix("Answer").lower()
+        raise AnswerNotFoundError(f"answer {name!r} is a {answer.type}, not a {wanted}")
+
+    def noul(self, name: str) -> NoulAnswer:
+        """The answer to the `Noul` named `name` (`AnswerNotFoundError` when there is none)."""
+        return self._get(name, NoulAnswer)
+
+    def choice(self, name: str) -> ChoiceAnswer:
+        """The answer to the `Choice` named `name` (`AnswerNotFoundError` when there is none)."""
+        return self._get(name, ChoiceAnswer)
+
+    def score(self, name: str) -> ScoreAnswer:
+        """The answer to the `Score` named `name` (`AnswerNotFoundError` when there is none)."""
+        return self._get(name, ScoreAnswer)
+
+    @property
+    def nouls(self) -> dict[str, NoulAnswer]:
+        """The noul answers by question id."""
+        return {k: v for k, v in self.answers.items() if isinstance(v, NoulAnswer)}
+
+    @property
+    def choices(self) -> dict[str, ChoiceAnswer]:
+        """The choice answers by question id."""
+        return {k: v for k, v in self.answers.items() if isinstance(v, ChoiceAnswer)}
+
+    @property
+    def scores(self) -> dict[str, ScoreAnswer]:
+        """The score answers by question id."""
+        return {k: v for k, v in self.answers.items() if isinstance(v, ScoreAnswer)}
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether every answer carries real probabilities (always true for Jev itself)."""
+        return all(a.calibrated for a in self.answers.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """One entry of `GET /v1/models`."""
+
+    name: str
+    """The model id or alias to send as `model`."""
+    description: str = ""
+    """What the model is."""
+    release_date: str = ""
+    """`YYYY-MM-DD`."""
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+class _Bad(Exception):
+    def __init__(self, path: str, expected: str) -> None:
+        self.path = path
+        self.expected = expected
+
+
+def _number(value: Any, path: str) -> float:
+    # bool is an int subclass, but true/false is never a valid probability.
+    if type(value) is float or (type(value) is int):
+        return float(value)
+    raise _Bad(path, "a number")
+
+
+def _optional_number(value: Any, path: str) -> float | None:
+    return None if value is None else _number(value, path)
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if isinstance(value, dict):
+        return value
+    raise _Bad(path, "an object")
+
+
+def _noul(raw: Mapping[str, Any], path: str) -> NoulAnswer:
+    return NoulAnswer(_number(raw.get("noul"), f"{path}.noul"))
+
+
+def _choice(raw: Mapping[str, Any], path: str) -> ChoiceAnswer:
+    label = raw.get("choice")
+    if not isinstance(label, str):
+        raise _Bad(f"{path}.choice", "a string")
+    probs = _mapping(raw.get("probabilities"), f"{path}.probabilities")
+    probabilities = {k: _number(v, f"{path}.probabilities.{k}") for k, v in probs.items()}
+    confidence = _optional_number(raw.get("confidence"), f"{path}.confidence")
+    return ChoiceAnswer(label, probabilities, confidence)
+
+
+def _level(key: str, path: str) -> int:
+    try:
+        return int(key)
+    except ValueError:
+        raise _Bad(path, "level keys that are integers") from None
+
+
+def _score(raw: Mapping[str, Any], path: str) -> ScoreAnswer:
+    score = _number(raw.get("score"), f"{path}.score")
+    legend_raw = _mapping(raw.get("legend"), f"{path}.legend")
+    legend = {_level(k, f"{path}.legend.{k}"): v for k, v in legend_raw.items()}
+    probs = _mapping(raw.get("probabilities"), f"{path}.probabilities")
+    probabilities = {
+        _level(k, f"{path}.probabilities.{k}"): _number(v, f"{path}.probabilities.{k}")
+        for k, v in probs.items()
+    }
+    confidence = _optional_number(raw.get("confidence"), f"{path}.confidence")
+    return ScoreAnswer(score, legend, probabilities, confidence)
+
+
+_PARSERS: dict[str, Callable[[Mapping[str, Any], str], Answer]] = {
+    "noul": _noul,
+    "choice": _choice,
+    "score": _score,
+}
+
+
+def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneResponse:
+    """Read a decoded System One body; `JudgeResponseError` names the first bad field.
+
+    Answers of unknown types are set aside in `unknown_answers` with an `UnknownAnswerWarning`.
+    """
+    try:
+        body = _mapping(data, "")
+        model = body.get("model")
+        if not isinstance(model, str):
+            raise _Bad("model", "a string")
+        raw_answers = _mapping(body.get("answers", {}), "answers")
+        answers: dict[str, Answer] = {}
+        unknown: dict[str, Mapping[str, Any]] = {}
+        for name, raw in raw_answers.items():
+            path = f"answers.{name}"
+            answer = _mapping(raw, path)
+            kind = answer.get("type")
+            if not isinstance(kind, str):
+                raise _Bad(f"{path}.type", "a string")
+            parser = _PARSERS.get(kind)
+            if parser is None:
+                unknown[name] = answer
+                continue
+            answers[name] = parser(answer, path)
+        usage_raw = body.get("usage")
+        usage = Usage()
+        if usage_raw is not None:
+            usage_map = _mapping(usage_raw, "usage")
+            usage = Usage(
+                _int_or_zero(usage_map.get("input_tokens"), "usage.input_tokens"),
+                _int_or_zero(usage_map.get("output_tokens"), "usage.output_tokens"),
+            )
+    except _Bad as bad:
+        where = f"at {bad.path!r}" if bad.path else "as a whole"
+        raise JudgeResponseError(
+            f"the System One response is invalid {where}: expected {bad.expected}",
+            field_path=bad.path,
+            body=data,
+            request_id=request_id,
+        ) from None
+    if unknown:
+        warnings.warn(
+            "set aside answer(s) of a type this jevrefine version does not know: "
+            + ", ".join(f"{k} ({v.get('type')})" for k, v in unknown.items())
+            + "; they are in response.unknown_answers",
+            UnknownAnswerWarning,
+            stacklevel=3,
+        )
+        return SystemOneResponse(model, answers, usage, request_id, unknown)
+    return SystemOneResponse(model, answers, usage, request_id)
+
+
+def _int_or_zero(value: Any, path: str) -> int:
+    if value is None:
+        return 0
+    if type(value) is int:
+        return value
+    raise _Bad(path, "an integer")
+
+
+def parse_models(data: Any) -> list[ModelInfo]:
+    """Read a decoded `GET /v1/models` body."""
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        raise JudgeResponseError(
+            "the models response is invalid at 'models': expected a list",
+            field_path="models",
+            body=data,
+        )
+    found: list[ModelInfo] = []
+    for i, entry in enumerate(models):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise JudgeResponseError(
+                f"the models response is invalid at 'models[{i}].name': expected a string",
+                field_path=f"models[{i}].name",
+                body=data,
+            )
+        found.append(
+            ModelInfo(
+                entry["name"],
+                str(entry.get("description") or ""),
+                str(entry.get("release_date") or ""),
+            )
+        )
+    return found

@@ -1,0 +1,658 @@
+"""Anthropic's Messages API behind `ChatModel`, on the official `anthropic` SDK (`AsyncAnthropic`).
+
+```python
+from jevrefine import ChatClient
+from jevrefine.models.anthropic import AnthropicChatModel
+
+async with AnthropicChatModel("claude-haiku-4-5") as model:      # ANTHROPIC_API_KEY
+    client = ChatClient(model)
+    print(await client.prompt("Say hello in one sentence.").content())
+```
+
+Install with `pip install "jevrefine[anthropic]"`. Any server that speaks `/v1/messages` works
+through `base_url=` (llama.cpp's server does; see `jevrefine.local`), and
+`jevrefine.testing.FakeAnthropicServer` is a scripted one for tests.
+
+How jevrefine's values map onto the API:
+
+- system messages become the `system` parameter (joined by a blank line);
+- assistant tool calls become `tool_use` blocks, and a `ToolResponseMessage` a user turn of
+  `tool_result` blocks; consecutive turns of one role are merged, as the API requires;
+- `ChatOptions`: `temperature` and `top_p` (in the body: the SDK dropped their keywords, the API
+  still takes them on models that sample), `max_tokens` (the API requires one: the
+  constructor's default applies), `stop` → `stop_sequences`, `tools`, `tool_choice` (`auto`,
+  `required` → `any`, `none`), a `json_schema` response format → `output_config.format`,
+  `extra_body` as is. `seed` and log probabilities have no Anthropic equivalent and are not sent;
+- stop reasons become the lowercase conventions: `end_turn`/`stop_sequence` → `stop`,
+  `max_tokens` → `length`, `tool_use` → `tool_calls`, `refusal` → `content_filter`;
+- input tokens count the cache reads and writes too (the OpenTelemetry conventions' meaning).
+
+Errors are translated once, here: an error status becomes `ModelHTTPError` (529 "overloaded" is
+transient, like 429 and 5xx), a timeout `ModelTimeoutError`, anything else on the network
+`ModelConnectionError`. The SDK's own retries (`max_retries`) stay on; the adapter adds none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, ClassVar, Final, Literal
+
+import httpx2
+
+try:
+    import anthropic
+    from anthropic import AsyncAnthropic
+except ImportError as _import_error:
+    raise ImportError(
+        'AnthropicChatModel needs the anthropic package: pip install "jevrefine[anthropic]"'
+    ) from _import_error
+
+from ..exceptions import (
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    UserError,
+)
+from ..messages import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    ChatResponseMetadata,
+    Generation,
+    Prompt,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+    concat_chunks,
+)
+from .base import ChatModel
+
+__all__ = ["AnthropicChatModel"]
+
+DEFAULT_MAX_TOKENS: Final = 1024
+"""The `max_tokens` sent when neither the prompt nor the model's options set one."""
+
+_DEFAULT_HOST: Final = "api.anthropic.com"
+_PLACEHOLDER_KEY: Final = "not-needed"
+
+FINISH_REASONS: Final[Mapping[str, str]] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+"""Anthropic's `stop_reason` → the lowercase finish reason of the conventions."""
+
+_TOOL_CHOICES: Final[Mapping[str, dict[str, str]]] = {
+    "auto": {"type": "auto"},
+    "required": {"type": "any"},
+    "none": {"type": "none"},
+}
+
+# An error event inside a 200 stream has no status of its own: the status its type stands for.
+_ERROR_TYPE_STATUS: Final[Mapping[str, int]] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+# Response headers that must never travel on an exception (they would if a proxy echoed them).
+_SECRET_HEADERS: Final = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "cookie", "set-cookie"}
+)
+
+
+class AnthropicChatModel(ChatModel):
+    """A Claude model (or any server speaking Anthropic's Messages API) as a `ChatModel`.
+
+    Args:
+        model: the model to ask, e.g. `"claude-haiku-4-5"`; a prompt's `options.model` wins.
+        client: an `anthropic.AsyncAnthropic` to use; the adapter then neither configures nor
+            closes it (`base_url`, `api_key` and `timeout` must not be given with it).
+        base_url: the server, without `/v1` (the SDK adds it); Anthropic's API by default.
+        api_key: the API key; `ANTHROPIC_API_KEY` when `None`. With a `base_url` and no key at
+            all, a placeholder is sent (local servers need none).
+        options: default `ChatOptions`; a prompt's options override them field by field.
+        max_tokens: the `max_tokens` sent when the options set none (the API requires one).
+        max_retries: retries of the SDK for connection errors, 408, 409, 429 and 5xx (529 too);
+            a `client=` keeps its own.
+        timeout: seconds per request; the SDK's default (10 minutes) when `None`.
+
+    Raises:
+        UserError: no API key could be found, or an argument is invalid.
+
+    `supports_native_structured_output` is false: not every Claude model (nor llama.cpp's
+    server) enforces `output_config.format`, so `ChatClient.entity` asks in the prompt unless
+    called with `native=True`, which sends the schema as `output_config.format`.
+    """
+
+    provider: ClassVar[str] = "anthropic"
+    supports_tools: ClassVar[bool] = True
+    supports_native_structured_output: ClassVar[bool] = False
+
+    __slots__ = ("_client", "_max_tokens", "_model", "_options", "_owns_client")
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncAnthropic | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        options: ChatOptions | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_retries: int = 2,
+        timeout: float | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise UserError("AnthropicChatModel needs a model name, e.g. 'claude-haiku-4-5'")
+        if max_tokens < 1:
+            raise UserError(f"max_tokens must be at least 1, got {max_tokens}")
+        if max_retries < 0:
+            raise UserError(
+                f"max_retries must be 0 or more (0 disables retries), got {max_retries}"
+            )
+        if options is not None and not isinstance(options, ChatOptions):
+            raise UserError(f"options must be a ChatOptions, got {type(options).__name__}")
+        self._model = model
+        self._max_tokens = max_tokens
+        self._options = options or ChatOptions()
+        if client is not None:
+            if not isinstance(client, AsyncAnthropic):
+                raise UserError(
+                    f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}"
+                )
+            if base_url is not None or api_key is not None or timeout is not None:
+                raise UserError(
+                    "pass either client= or base_url=/api_key=/timeout=, not both; "
+                    "configure the AsyncAnthropic you pass instead"
+                )
+            # A copy sharing the caller's connection pool, with the SDK's own spans off: the
+            # chain's terminal link records the one `chat` span of each call.
+            self._client = client.with_options(open_telemetry=False)
+            self._owns_client = False
+        else:
+            key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+            if not key:
+                if base_url is None:
+                    raise UserError(
+                        "AnthropicChatModel needs an API key: set ANTHROPIC_API_KEY, or pass "
+                        "api_key=... (or base_url=... for a server that needs none)"
+                    )
+                key = _PLACEHOLDER_KEY
+            extra: dict[str, Any] = {}
+            if timeout is not None:
+                extra["timeout"] = timeout
+            # The key goes to the SDK client only: this object keeps no copy of it.
+            self._client = AsyncAnthropic(
+                api_key=key,
+                base_url=base_url,
+                max_retries=max_retries,
+                open_telemetry=False,
+                **extra,
+            )
+            self._owns_client = True
+
+    @property
+    def model_name(self) -> str:
+        """The model asked when the prompt's options name none."""
+        return self._model
+
+    @property
+    def client(self) -> AsyncAnthropic:
+        """The SDK client the requests go through."""
+        return self._client
+
+    @property
+    def server_address(self) -> str | None:
+        """The API host (`api.anthropic.com` by default)."""
+        return self._client.base_url.host or _DEFAULT_HOST
+
+    @property
+    def server_port(self) -> int | None:
+        """The API port (443 by default)."""
+        url = self._client.base_url
+        if url.port is not None:
+            return url.port
+        return 80 if url.scheme == "http" else 443
+
+    async def aclose(self) -> None:
+        """Close the SDK client, when this adapter created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    def __repr__(self) -> str:
+        # Scheme, host and port only: a URL's user-info could hold a credential.
+        url = self._client.base_url
+        where = f"{url.scheme}://{self.server_address}:{self.server_port}"
+        return f"AnthropicChatModel(model={self._model!r}, base_url={where!r})"
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def call(self, prompt: Prompt) -> ChatResponse:
+        """Ask the model once and return its whole response.
+
+        Raises:
+            ModelHTTPError: the API answered with an error status.
+            ModelTimeoutError: no answer in time.
+            ModelConnectionError: the API could not be reached.
+            UserError: the prompt cannot be expressed in the Messages API.
+        """
+        params = self.request_params(prompt)
+        try:
+            with self._map_errors(params["model"]):
+                message = await self._client.messages.create(**params)
+        except ValueError as exc:
+            # The SDK refuses a non-streaming request it expects to run past 10 minutes (a large
+            # max_tokens); the same answer is had by streaming it and joining the chunks.
+            if "Streaming is required" not in str(exc):
+                raise
+            return concat_chunks([chunk async for chunk in self._stream(prompt)])
+        return _chat_response(message)
+
+    def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        """Ask the model and yield one chunk per text delta.
+
+        The last chunk carries the tool calls (their input JSON assembled whole), the usage,
+        the finish reason, and the response's id and model. Errors are mapped as in `call`;
+        a stream that ends before `message_stop` raises `ModelConnectionError`.
+        """
+        return self._stream(prompt)
+
+    async def _stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        params = self.request_params(prompt)
+        model = params["model"]
+        state = _StreamState()
+        with self._map_errors(model):
+            events = await self._client.messages.create(**params, stream=True)
+            async with events:  # closes the HTTP response when the consumer stops early
+                async for event in events:
+                    text = state.feed(event)
+                    if text:
+                        yield ChatResponse(
+                            (Generation(AssistantMessage(text)),),
+                            ChatResponseMetadata(id=state.id, model=state.model),
+                        )
+        if not state.stopped:
+            raise ModelConnectionError(
+                f"the stream from {model} ended before message_stop; the answer is incomplete",
+                model_name=model,
+            )
+        yield state.final_chunk()
+
+    def request_params(self, prompt: Prompt) -> dict[str, Any]:
+        """The keyword arguments of `messages.create` for a prompt (handy for debugging).
+
+        Raises:
+            UserError: an option or message the Messages API cannot take.
+        """
+        options = self._options.merge(prompt.options)
+        params: dict[str, Any] = {
+            "model": options.model or self._model,
+            "max_tokens": options.max_tokens or self._max_tokens,
+            "messages": _messages(prompt),
+        }
+        system = prompt.system_text
+        if system:
+            params["system"] = system
+        # The SDK (since 1.0) has no sampling keywords; the API still takes them, on models that
+        # sample, so they travel in the body, and only when set.
+        body: dict[str, Any] = {}
+        if options.temperature is not None:
+            if options.temperature > 1.0:
+                raise UserError(
+                    f"Anthropic accepts a temperature between 0 and 1, got {options.temperature}"
+                )
+            body["temperature"] = options.temperature
+        if options.top_p is not None:
+            body["top_p"] = options.top_p
+        if options.stop:
+            params["stop_sequences"] = list(options.stop)
+        if options.tools:
+            params["tools"] = [
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": _plain(tool.parameters),
+                }
+                for tool in options.tools
+            ]
+            # A tool choice without tools is an error for the API, so it travels only with them.
+            if options.tool_choice is not None:
+                params["tool_choice"] = dict(_TOOL_CHOICES[options.tool_choice])
+        response_format = options.response_format
+        if response_format is not None and response_format.type == "json_schema":
+            params["output_config"] = {
+                "format": {"type": "json_schema", "schema": _plain(response_format.schema)}
+            }
+        if options.extra_body:
+            body.update(_plain(options.extra_body))
+        if body:
+            params["extra_body"] = body
+        return params
+
+    @contextlib.contextmanager
+    def _map_errors(self, model: str) -> Iterator[None]:
+        """Translate the SDK's (and, mid-stream, the transport's) errors into jevrefine's."""
+        where = self.server_address
+        try:
+            yield
+        except anthropic.APIStatusError as exc:
+            raise _http_error(exc, model) from exc
+        except anthropic.APITimeoutError as exc:
+            raise ModelTimeoutError(
+                f"{model} at {where} did not answer in time; raise timeout= or retry later",
+                model_name=model,
+            ) from exc
+        except anthropic.APIConnectionError as exc:
+            raise ModelConnectionError(
+                f"could not reach {model} at {where}: {_cause(exc)}", model_name=model
+            ) from exc
+        except anthropic.APIResponseValidationError as exc:
+            raise ModelError(
+                f"{model} at {where} answered with a response that could not be read: {exc}",
+                model_name=model,
+            ) from exc
+        except json.JSONDecodeError as exc:  # a 200 whose body is not JSON (a broken proxy)
+            raise ModelError(
+                f"{model} at {where} answered with a body that is not JSON: {exc}",
+                model_name=model,
+            ) from exc
+        except httpx2.TimeoutException as exc:  # the SDK does not wrap errors while streaming
+            raise ModelTimeoutError(
+                f"{model} at {where} stopped sending the stream in time", model_name=model
+            ) from exc
+        except httpx2.TransportError as exc:
+            raise ModelConnectionError(
+                f"the connection to {model} at {where} broke: {type(exc).__name__}: {exc}",
+                model_name=model,
+            ) from exc
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    if cause is None:
+        return str(exc)
+    return f"{type(cause).__name__}: {cause}"
+
+
+def _http_error(exc: anthropic.APIStatusError, model: str) -> ModelHTTPError:
+    headers = {
+        k.lower(): v for k, v in exc.response.headers.items() if k.lower() not in _SECRET_HEADERS
+    }
+    body = exc.body
+    status = exc.status_code
+    message: str | None = None
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            kind = error.get("type")
+            if error.get("message"):
+                message = f"{kind}: {error['message']}" if kind else str(error["message"])
+            if status < 400:  # an `error` event in a stream that had started with 200
+                status = _ERROR_TYPE_STATUS.get(str(kind), 500)
+    return ModelHTTPError(
+        status,
+        body,
+        retry_after_seconds(headers),
+        model_name=model,
+        message=message,
+        headers=headers,
+    )
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The wait a response asks for: `retry-after-ms`, else `retry-after` (seconds or HTTP date).
+
+    Returns `None` when neither header is present or readable.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(raw_ms) / 1000.0)
+    raw = lowered.get("retry-after")
+    if not raw:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(raw))
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _plain(value: Any) -> Any:
+    """Read-only mappings and tuples (how jevrefine stores them) as plain JSON values."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _tool_input(call: ToolCall) -> dict[str, Any]:
+    arguments = call.parsed_arguments()
+    if not isinstance(arguments, dict):
+        raise UserError(
+            f"tool call {call.id!r} ({call.name}) has arguments that are not a JSON object "
+            f"({call.arguments[:100]!r}); Anthropic's tool_use input must be one"
+        )
+    return arguments
+
+
+def _messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """The prompt's turns as Messages API messages: one role at a time, alternating."""
+    turns: list[tuple[Literal["user", "assistant"], list[dict[str, Any]]]] = []
+    for message in prompt.messages:
+        role: Literal["user", "assistant"]
+        blocks: list[dict[str, Any]]
+        if isinstance(message, SystemMessage):
+            continue  # sent as the `system` parameter
+        if isinstance(message, UserMessage):
+            role, blocks = "user", _text_blocks(message.text)
+        elif isinstance(message, AssistantMessage):
+            role = "assistant"
+            blocks = _text_blocks(message.text)
+            blocks.extend(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c)}
+                for c in message.tool_calls
+            )
+        elif isinstance(message, ToolResponseMessage):
+            role = "user"
+            blocks = [
+                {"type": "tool_result", "tool_use_id": r.id, "content": r.data}
+                for r in message.responses
+            ]
+        else:  # pragma: no cover - Prompt only holds the four message types
+            raise UserError(f"cannot send a {type(message).__name__} to Anthropic")
+        if not blocks:
+            continue  # the API rejects empty text blocks and empty messages
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    messages: list[dict[str, Any]] = []
+    for role, blocks in turns:
+        if role == "user":
+            # The API wants a turn's tool_result blocks before any text in it.
+            blocks.sort(key=lambda b: b["type"] != "tool_result")
+        if len(blocks) == 1 and blocks[0]["type"] == "text":
+            messages.append({"role": role, "content": blocks[0]["text"]})
+        else:
+            messages.append({"role": role, "content": blocks})
+    return messages
+
+
+def _text_blocks(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}] if text else []
+
+
+def _finish_reason(stop_reason: str | None) -> str | None:
+    if stop_reason is None:
+        return None
+    return FINISH_REASONS.get(stop_reason, stop_reason.lower())
+
+
+def _usage(usage: Any) -> tuple[Usage, dict[str, int]]:
+    """Total input (cache reads and writes included), output, and the cache counts for `extra`."""
+    cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
+    cache_creation = getattr(usage, "cache_creation_input_tokens", None) or 0
+    total_input = (getattr(usage, "input_tokens", None) or 0) + cache_read + cache_creation
+    extra = {
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_creation,
+    }
+    return Usage(total_input, getattr(usage, "output_tokens", None) or 0), extra
+
+
+def _response_of(
+    *,
+    text: str,
+    tool_calls: tuple[ToolCall, ...],
+    message_id: str | None,
+    model: str | None,
+    stop_reason: str | None,
+    stop_sequence: str | None,
+    usage: Usage,
+    cache: Mapping[str, int],
+) -> ChatResponse:
+    finish = _finish_reason(stop_reason)
+    extra: dict[str, Any] = {**cache}
+    if stop_reason is not None:
+        extra["stop_reason"] = stop_reason
+    if stop_sequence is not None:
+        extra["stop_sequence"] = stop_sequence
+    generation = Generation(
+        AssistantMessage(text, tool_calls), {"finish_reason": finish} if finish else {}
+    )
+    return ChatResponse(
+        (generation,),
+        ChatResponseMetadata(
+            id=message_id,
+            model=model,
+            usage=usage,
+            finish_reasons=(finish,) if finish else (),
+            extra=extra,
+        ),
+    )
+
+
+def _chat_response(message: Any) -> ChatResponse:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
+        # Thinking and server-tool blocks carry no answer text: left out.
+    usage, cache = _usage(message.usage)
+    return _response_of(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        message_id=message.id,
+        model=message.model,
+        stop_reason=message.stop_reason,
+        stop_sequence=message.stop_sequence,
+        usage=usage,
+        cache=cache,
+    )
+
+
+class _StreamState:
+    """What a raw event stream has told so far."""
+
+    __slots__ = (
+        "cache",
+        "id",
+        "input_tokens",
+        "model",
+        "output_tokens",
+        "stop_reason",
+        "stop_sequence",
+        "stopped",
+        "tools",
+    )
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.model: str | None = None
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cache: dict[str, int] = {}
+        self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
+        self.stopped = False
+        # content block index -> (id, name, input JSON pieces, input given at block start)
+        self.tools: dict[int, tuple[str, str, list[str], Any]] = {}
+
+    def feed(self, event: Any) -> str:
+        """Take one event in; return its text delta ("" for every other event)."""
+        kind = event.type
+        if kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                return str(delta.text)
+            if delta.type == "input_json_delta" and event.index in self.tools:
+                self.tools[event.index][2].append(delta.partial_json)
+        elif kind == "message_start":
+            message = event.message
+            self.id, self.model = message.id, message.model
+            usage, self.cache = _usage(message.usage)
+            self.input_tokens, self.output_tokens = usage.input_tokens, usage.output_tokens
+        elif kind == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                self.tools[event.index] = (block.id, block.name, [], block.input)
+            elif block.type == "text" and block.text:
+                return str(block.text)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self.stop_sequence = event.delta.stop_sequence
+            usage = event.usage
+            self.output_tokens = usage.output_tokens
+            # Newer servers repeat the input counts here; they are final, so they win.
+            if usage.input_tokens is not None:
+                total, self.cache = _usage(usage)
+                self.input_tokens = total.input_tokens
+        elif kind == "message_stop":
+            self.stopped = True
+        return ""
+
+    def final_chunk(self) -> ChatResponse:
+        """The last chunk: tool calls, usage, finish reason, id and model."""
+        calls = []
+        for index in sorted(self.tools):
+            tool_id, name, pieces, initial = self.tools[index]
+            arguments = "".join(pieces) or json.dumps(initial or {})
+            calls.append(ToolCall(tool_id, name, arguments))
+        return _response_of(
+            text="",
+            tool_calls=tuple(calls),
+            message_id=self.id,
+            model=self.model,
+            stop_reason=self.stop_reason,
+            stop_sequence=self.stop_sequence,
+            usage=Usage(self.input_tokens, self.output_tokens),
+            cache=self.cache,
+        )

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from jevrefine.jev import JudgeClient, RetryPolicy
+from jevrefine.testing import FakeJevServer
+
+API_KEY = "sk-test-SECRET-0123456789"
+
+
+class Sleeps:
+    """An injected `sleep` that records the delays and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+async def jev_server() -> AsyncIterator[FakeJevServer]:
+    async with FakeJevServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def jev(jev_server: FakeJevServer, sleeps: Sleeps) -> AsyncIterator[JudgeClient]:
+    async with JudgeClient(
+        API_KEY, base_url=jev_server.base_url, retry=RetryPolicy(sleep=sleeps, jitter=0.0)
+    ) as client:
+        yield client

@@ -1,0 +1,216 @@
+"""KeepAliveTransport: HTTP/1.1 framing and connection reuse, against raw loopback servers."""
+
+from collections.abc import Callable
+
+import anyio
+import httpx2
+import pytest
+from anyio.abc import SocketStream
+
+from jevrefine.jev._transport import KeepAliveTransport
+from jevrefine.testing import HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
+
+
+class RawServer:
+    """A TCP server whose connections are handled by `handler(stream, connection_number)`."""
+
+    def __init__(self, handler: Callable) -> None:
+        self.handler = handler
+        self.connections = 0
+
+    async def __aenter__(self):
+        self.listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        self.port = self.listener.extra(anyio.abc.SocketAttribute.local_port)
+        self.group = anyio.create_task_group()
+        await self.group.__aenter__()
+        self.group.start_soon(self.listener.serve, self._serve)
+        return self
+
+    async def _serve(self, stream: SocketStream) -> None:
+        self.connections += 1
+        async with stream:
+            await self.handler(stream, self.connections)
+
+    async def __aexit__(self, *exc):
+        self.group.cancel_scope.cancel()
+        await self.group.__aexit__(None, None, None)
+        await self.listener.aclose()
+
+
+async def read_request(stream: SocketStream) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += await stream.receive()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        rest += await stream.receive()
+    return head
+
+
+def client(port: int, **kwargs) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        transport=KeepAliveTransport(**kwargs), base_url=f"http://127.0.0.1:{port}", timeout=5
+    )
+
+
+async def test_one_write_per_request_and_connection_reuse():
+    heads: list[bytes] = []
+
+    async def handler(stream, number):
+        while True:
+            try:
+                heads.append(await read_request(stream))
+            except anyio.EndOfStream:
+                return
+            await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    async with RawServer(handler) as server, client(server.port) as http:
+        for _ in range(3):
+            response = await http.post("/x", content=b'{"a": 1}')
+            assert (response.status_code, response.text) == (200, "ok")
+    assert server.connections == 1
+    assert heads[0].startswith(b"POST /x HTTP/1.1\r\n")
+    assert b"content-length: 8" in heads[0].lower()
+
+
+async def test_a_connection_closed_while_idle_is_replaced_transparently():
+    async def handler(stream, number):
+        await read_request(stream)
+        # No "connection: close": the client believes it may reuse the connection.
+        await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n" + str(number).encode())
+
+    async with RawServer(handler) as server, client(server.port) as http:
+        first = await http.post("/", content=b"x")
+        await anyio.sleep(0.05)  # let the server's close arrive
+        second = await http.post("/", content=b"x")
+    assert (first.text, second.text) == ("1", "2")
+
+
+async def test_read_until_close_and_connection_close_header():
+    async def handler(stream, number):
+        await read_request(stream)
+        await stream.send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil close")
+
+    async with RawServer(handler) as server, client(server.port) as http:
+        assert (await http.get("/")).text == "until close"
+        assert (await http.get("/")).text == "until close"
+    assert server.connections == 2
+
+
+async def test_chunked_responses_and_keep_alive():
+    async def chunks():
+        for piece in (b'{"a": ', b"1", b"}"):
+            yield piece
+
+    class Server(LoopbackHTTPServer):
+        async def handle(self, request):
+            if request.path == "/chunked":
+                return StreamingHTTPResponse(chunks(), headers={"content-type": "application/json"})
+            return HTTPResponse.json({"plain": True})
+
+    async with Server() as server, client(server.port) as http:
+        assert (await http.get("/chunked")).json() == {"a": 1}
+        assert (await http.get("/plain")).json() == {"plain": True}
+        assert (await http.get("/chunked")).json() == {"a": 1}
+
+
+async def test_gzip_bodies_are_decoded_by_httpx():
+    import gzip
+
+    async def handler(stream, number):
+        await read_request(stream)
+        body = gzip.compress(b'{"z": 1}')
+        await stream.send(
+            b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: %d\r\n\r\n" % len(body)
+            + body
+        )
+
+    async with RawServer(handler) as server, client(server.port) as http:
+        assert (await http.get("/")).json() == {"z": 1}
+
+
+async def test_expired_idle_connections_are_not_reused():
+    async def handler(stream, number):
+        while True:
+            try:
+                await read_request(stream)
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                return
+            await stream.send(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    async with RawServer(handler) as server, client(server.port, keepalive_expiry=0.0) as http:
+        await http.get("/")
+        await anyio.sleep(0.01)
+        await http.get("/")
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (b"garbage\r\n\r\n", httpx2.RemoteProtocolError),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", httpx2.RemoteProtocolError),
+        (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", httpx2.RemoteProtocolError),
+    ],
+)
+async def test_protocol_errors(reply, error):
+    async def handler(stream, number):
+        await read_request(stream)
+        await stream.send(reply)
+
+    async with RawServer(handler) as server, client(server.port) as http:
+        with pytest.raises(error):
+            await http.get("/")
+
+
+async def test_timeouts_and_refused_connections():
+    async def handler(stream, number):
+        await read_request(stream)
+        await anyio.sleep(5)
+
+    async with (
+        RawServer(handler) as server,
+        httpx2.AsyncClient(transport=KeepAliveTransport(), timeout=0.1) as http,
+    ):
+        with pytest.raises(httpx2.ReadTimeout):
+            await http.get(f"http://127.0.0.1:{server.port}/")
+    async with httpx2.AsyncClient(transport=KeepAliveTransport(), timeout=1) as http:
+        with pytest.raises(httpx2.ConnectError):
+            await http.get("http://127.0.0.1:9/")
+        with pytest.raises(httpx2.UnsupportedProtocol):
+            await http.get("ftp://127.0.0.1:9/")
+
+
+async def test_max_connections_bounds_open_connections():
+    open_now = 0
+    peak = 0
+
+    async def handler(stream, number):
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        try:
+            while True:
+                try:
+                    await read_request(stream)
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    return
+                await anyio.sleep(0.02)
+                await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+        finally:
+            open_now -= 1
+
+    async with (
+        RawServer(handler) as server,
+        client(server.port, max_connections=2) as http,
+        anyio.create_task_group() as group,
+    ):
+        for _ in range(8):
+            group.start_soon(http.get, "/")
+    assert server.connections == 2
+    assert peak == 2
