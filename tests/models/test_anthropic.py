@@ -16,6 +16,7 @@ import pydantic
 import pytest
 
 from jevrefine import ChatClient, tool
+from jevrefine._headers import parse_retry_after as retry_after_seconds
 from jevrefine.exceptions import (
     ModelConnectionError,
     ModelError,
@@ -37,7 +38,7 @@ from jevrefine.messages import (
     UserMessage,
     concat_chunks,
 )
-from jevrefine.models.anthropic import AnthropicChatModel, retry_after_seconds
+from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.structured import FORMAT_INSTRUCTIONS_MARKER
 from jevrefine.testing import FakeAnthropicServer, HTTPRequest, StreamingHTTPResponse
 

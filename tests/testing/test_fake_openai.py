@@ -281,7 +281,7 @@ async def test_script_is_consumed_in_order_then_reply_function(server: FakeOpenA
 
     server.reply = reply
     server.script("first", server.Reply(content="second", finish_reason="length"))
-    assert server.scripted == 2
+    assert server.pending == 2
     async with httpx2.AsyncClient(base_url=server.base_url) as http:
         one = await chat(http, "a")
         two = await chat(http, "b")
@@ -291,7 +291,7 @@ async def test_script_is_consumed_in_order_then_reply_function(server: FakeOpenA
     assert two["choices"][0]["finish_reason"] == "length"
     assert three["choices"][0]["message"]["content"] == "function:c"
     assert [b["messages"][-1]["content"] for b in seen] == ["c"]
-    assert server.scripted == 0
+    assert server.pending == 0
     assert [r["messages"][0]["content"] for r in server.chat_requests] == ["a", "b", "c"]
 
 
@@ -327,7 +327,7 @@ async def test_whole_body_reply_is_sent_as_is(server: FakeOpenAIServer) -> None:
 
 def test_bad_replies_are_rejected() -> None:
     server = FakeOpenAIServer()
-    with pytest.raises(TypeError, match="a reply is a str"):
+    with pytest.raises(TypeError, match="a reply is one of str, Mapping"):
         server.script(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="reply must be a function"):
         FakeOpenAIServer("not callable")  # type: ignore[arg-type]

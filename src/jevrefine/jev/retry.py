@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 import random
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 
 import anyio
 
+from .._headers import parse_retry_after
 from .errors import JudgeAPIError, JudgeConnectionError, JudgeUsageError
 
 __all__ = ["DEFAULT_RETRY_STATUSES", "RetryPolicy", "parse_retry_after"]
@@ -91,32 +90,3 @@ class RetryPolicy:
         ):
             return error.retry_after
         return self.backoff(retry)
-
-
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from `retry-after-ms`, else `retry-after` (seconds or an HTTP date).
-
-    `headers` must look names up case-insensitively (as `httpx2.Headers` does). Unparseable or
-    negative values are ignored; a date in the past means "now" (0).
-    """
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            ms = float(raw_ms.strip())
-        except ValueError:
-            ms = math.nan
-        if math.isfinite(ms) and ms >= 0:
-            return ms / 1000.0
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    raw = raw.strip()
-    try:
-        seconds = float(raw)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(raw)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None

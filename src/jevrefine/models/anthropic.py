@@ -35,10 +35,8 @@ transient, like 429 and 5xx), a timeout `ModelTimeoutError`, anything else on th
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import json
 import os
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, ClassVar, Final, Literal
 
@@ -52,6 +50,7 @@ except ImportError as _import_error:
         'AnthropicChatModel needs the anthropic package: pip install "jevrefine[anthropic]"'
     ) from _import_error
 
+from .._headers import parse_retry_after, safe_headers
 from ..exceptions import (
     ModelConnectionError,
     ModelError,
@@ -113,11 +112,6 @@ _ERROR_TYPE_STATUS: Final[Mapping[str, int]] = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
-
-# Response headers that must never travel on an exception (they would if a proxy echoed them).
-_SECRET_HEADERS: Final = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "cookie", "set-cookie"}
-)
 
 
 class AnthropicChatModel(ChatModel):
@@ -395,9 +389,7 @@ def _cause(exc: BaseException) -> str:
 
 
 def _http_error(exc: anthropic.APIStatusError, model: str) -> ModelHTTPError:
-    headers = {
-        k.lower(): v for k, v in exc.response.headers.items() if k.lower() not in _SECRET_HEADERS
-    }
+    headers = safe_headers(exc.response.headers)
     body = exc.body
     status = exc.status_code
     message: str | None = None
@@ -412,33 +404,11 @@ def _http_error(exc: anthropic.APIStatusError, model: str) -> ModelHTTPError:
     return ModelHTTPError(
         status,
         body,
-        retry_after_seconds(headers),
+        parse_retry_after(headers),
         model_name=model,
         message=message,
         headers=headers,
     )
-
-
-def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """The wait a response asks for: `retry-after-ms`, else `retry-after` (seconds or HTTP date).
-
-    Returns `None` when neither header is present or readable.
-    """
-    lowered = {k.lower(): v for k, v in headers.items()}
-    raw_ms = lowered.get("retry-after-ms")
-    if raw_ms:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(raw_ms) / 1000.0)
-    raw = lowered.get("retry-after")
-    if not raw:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(raw))
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _plain(value: Any) -> Any:

@@ -20,11 +20,8 @@ exception types. The adapter emits no spans: the chain's terminal link records `
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import json
-import math
 import os
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
@@ -39,6 +36,7 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
         'OpenAIChatModel needs the `openai` package: pip install "jevrefine[openai]"'
     ) from _import_error
 
+from .._headers import parse_retry_after, safe_headers
 from ..exceptions import (
     EmptyResponseError,
     ModelConnectionError,
@@ -75,8 +73,6 @@ the SDK refuses to build a client without one."""
 _FINISH_REASONS: Final = {"function_call": "tool_calls"}
 """Provider finish reasons that the conventions spell differently (the legacy function-call
 reason is a tool call)."""
-
-_SECRET_HEADER_PARTS: Final = ("authorization", "api-key", "cookie")
 
 
 class OpenAIChatModel(ChatModel):
@@ -311,9 +307,9 @@ class OpenAIChatModel(ChatModel):
             raise ModelHTTPError(
                 exc.status_code,
                 body,
-                _retry_after(response.headers),
+                parse_retry_after(response.headers),
                 model_name=model,
-                headers=_safe_headers(response.headers),
+                headers=safe_headers(response.headers),
             ) from exc
         except (openai.OpenAIError, json.JSONDecodeError) as exc:
             # Anything else the SDK raises: an error event in a stream, or a body that is not
@@ -594,35 +590,3 @@ def _decoded_body(exc: openai.APIStatusError) -> Any:
         return json.loads(content)
     except ValueError:
         return content.decode("utf-8", errors="replace")
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait, from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
-    value = headers.get("retry-after-ms")
-    if value is not None:
-        try:
-            ms = float(value)
-        except ValueError:
-            pass
-        else:
-            if math.isfinite(ms) and ms >= 0:
-                return ms / 1000
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_tz(value)
-        if parsed is None:
-            return None
-        return max(0.0, float(email.utils.mktime_tz(parsed)) - time.time())
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def _safe_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {
-        name: value
-        for name, value in headers.items()
-        if not any(part in name.lower() for part in _SECRET_HEADER_PARTS)
-    }

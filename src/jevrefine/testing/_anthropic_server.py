@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
+import itertools
 import json
 import re
-import threading
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, ClassVar, Final, TypeAlias
 
-from ._http import HTTPRequest, HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
+from ._http import HTTPRequest, HTTPResponse, StreamingHTTPResponse
+from ._script import ScriptedServer
 
 __all__ = ["AnthropicReply", "AnthropicReplyFunction", "FakeAnthropicServer"]
 
@@ -52,7 +51,7 @@ _ERROR_MESSAGES: Final[Mapping[str, str]] = {
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
 
-class FakeAnthropicServer(LoopbackHTTPServer):
+class FakeAnthropicServer(ScriptedServer["AnthropicReply"]):
     """Anthropic's `POST /v1/messages` on a real loopback HTTP server: JSON and streaming (SSE).
 
     Point `AnthropicChatModel` (or `anthropic.AsyncAnthropic`) at `base_url`; any API key works.
@@ -108,6 +107,9 @@ class FakeAnthropicServer(LoopbackHTTPServer):
         model: the model reported when the request names none.
     """
 
+    reply_types: ClassVar[tuple[type, ...]] = (str, Mapping)
+    """What `script(...)` accepts: a str or a dict."""
+
     def __init__(
         self,
         reply: AnthropicReplyFunction | None = None,
@@ -115,35 +117,19 @@ class FakeAnthropicServer(LoopbackHTTPServer):
         latency: float = 0.0,
         model: str = "fake-claude",
     ) -> None:
-        super().__init__(latency=latency)
-        if reply is not None and not callable(reply):
-            raise TypeError(f"reply must be callable, got {type(reply).__name__}")
-        self.reply = reply
-        """The function answering unscripted requests, or `None` for the default reply."""
+        super().__init__(reply, latency=latency)
         self.model = model
         """The model reported when a request names none."""
-        self._script: deque[AnthropicReply] = deque()
-        self._script_lock = threading.Lock()
-        self._counter = 0
+        self._counter = itertools.count(1)
 
     @property
     def base_url(self) -> str:
         """The URL to give the SDK (`http://127.0.0.1:PORT`; the SDK adds `/v1/messages`)."""
         return self.url
 
-    def script(self, *replies: AnthropicReply) -> None:
-        """Queue replies for the next requests, one each, in order (after any queued before)."""
-        for reply in replies:
-            if not isinstance(reply, (str, Mapping)):
-                raise TypeError(f"a reply is a str or a dict, got {type(reply).__name__}")
-        with self._script_lock:
-            self._script.extend(replies)
-
-    @property
-    def pending(self) -> int:
-        """How many scripted replies are still queued."""
-        with self._script_lock:
-            return len(self._script)
+    def default_reply(self, body: dict[str, Any]) -> AnthropicReply:
+        """The deterministic default reply."""
+        return _default_reply(body)
 
     # -- the API -----------------------------------------------------------------------------
 
@@ -180,7 +166,7 @@ class FakeAnthropicServer(LoopbackHTTPServer):
         if problem is not None:
             return _error_response(400, "invalid_request_error", problem)
         try:
-            reply = await self._next_reply(body)
+            reply = await self.next_reply(body)
         except Exception as exc:  # a bug in the test's reply function: say so, keep serving
             return _error_response(500, "api_error", f"fake server: reply failed: {exc!r}")
         message = _message(reply, body, self._next_id(), self.model)
@@ -189,21 +175,7 @@ class FakeAnthropicServer(LoopbackHTTPServer):
         return HTTPResponse.json(message, headers={"request-id": f"req_{message['id']}"})
 
     def _next_id(self) -> str:
-        with self._script_lock:
-            self._counter += 1
-            return f"msg_fake_{self._counter:06d}"
-
-    async def _next_reply(self, body: dict[str, Any]) -> AnthropicReply:
-        with self._script_lock:
-            scripted = self._script.popleft() if self._script else None
-        if scripted is not None:
-            return scripted
-        if self.reply is not None:
-            value = self.reply(body)
-            if inspect.isawaitable(value):
-                value = await value
-            return value
-        return _default_reply(body)
+        return f"msg_fake_{next(self._counter):06d}"  # itertools.count is atomic under the GIL
 
 
 def _check_messages(messages: Any) -> str | None:

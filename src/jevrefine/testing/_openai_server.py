@@ -8,18 +8,16 @@ OpenAI-compatible client, reads it as it reads the real thing.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import json
-import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, ClassVar, TypeAlias
 
-from ._http import HTTPRequest, HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
+from ._http import HTTPRequest, HTTPResponse, StreamingHTTPResponse
+from ._script import ScriptedServer
 
 __all__ = ["FakeOpenAIServer", "FakeToolCall", "OpenAIReply", "ReplyFunction"]
 
@@ -72,7 +70,7 @@ _ERROR_TYPES: Mapping[int, tuple[str, str | None]] = {
 }
 
 
-class FakeOpenAIServer(LoopbackHTTPServer):
+class FakeOpenAIServer(ScriptedServer["_Reply"]):
     """A real HTTP server on 127.0.0.1 that speaks OpenAI's chat completions API.
 
     Point any OpenAI client at `base_url` (`http://127.0.0.1:PORT/v1`); it serves
@@ -124,6 +122,9 @@ class FakeOpenAIServer(LoopbackHTTPServer):
     ToolCall: ClassVar[type[FakeToolCall]] = FakeToolCall
     """A scripted tool call (`FakeToolCall`): name, arguments (JSON text or a dict), id."""
 
+    reply_types: ClassVar[tuple[type, ...]] = (str, Mapping, OpenAIReply)
+    """What `script(...)` accepts: a str, a dict or an `OpenAIReply`."""
+
     def __init__(
         self,
         reply: ReplyFunction | None = None,
@@ -131,15 +132,9 @@ class FakeOpenAIServer(LoopbackHTTPServer):
         latency: float = 0.0,
         model: str = "fake-model",
     ) -> None:
-        super().__init__(latency=latency)
-        if reply is not None and not callable(reply):
-            raise TypeError(f"reply must be a function of the request, got {type(reply).__name__}")
-        self.reply = reply
-        """The function that answers requests the script does not (`None`: the default echo)."""
+        super().__init__(reply, latency=latency)
         self.model = model
         """The model `/v1/models` lists."""
-        self._script: deque[_Reply] = deque()
-        self._script_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._call_ids = itertools.count(1)
 
@@ -157,21 +152,9 @@ class FakeOpenAIServer(LoopbackHTTPServer):
             if r.path == "/v1/chat/completions" and isinstance(r.json, dict)
         ]
 
-    def script(self, *replies: _Reply) -> None:
-        """Queue answers for the next chat completion requests, one reply per request."""
-        for reply in replies:
-            if not isinstance(reply, (str, Mapping, OpenAIReply)):
-                raise TypeError(
-                    f"a reply is a str, a dict or an OpenAIReply, got {type(reply).__name__}"
-                )
-        with self._script_lock:
-            self._script.extend(replies)
-
-    @property
-    def scripted(self) -> int:
-        """How many scripted replies are still queued."""
-        with self._script_lock:
-            return len(self._script)
+    def default_reply(self, body: dict[str, Any]) -> _Reply:
+        """The deterministic echo (or a minimal JSON value when a schema is asked for)."""
+        return _default_reply(body)
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -206,24 +189,13 @@ class FakeOpenAIServer(LoopbackHTTPServer):
             return _error(400, "'messages' must be a non-empty array", param="messages")
         if not isinstance(body.get("model"), str):
             return _error(400, "you must provide a model parameter", param="model")
-        reply = await self._next_reply(body)
+        reply = await self.next_reply(body)
         if isinstance(reply, Mapping) and "choices" in reply:
             return HTTPResponse.json(dict(reply))
         answer = self._answer_of(reply, body)
         if body.get("stream"):
             return StreamingHTTPResponse(self._sse(answer, body))
         return HTTPResponse.json(answer.completion())
-
-    async def _next_reply(self, body: dict[str, Any]) -> _Reply:
-        with self._script_lock:
-            if self._script:
-                return self._script.popleft()
-        if self.reply is not None:
-            value = self.reply(body)
-            if inspect.isawaitable(value):
-                value = await value
-            return value
-        return _default_reply(body)
 
     def _answer_of(self, reply: _Reply, body: dict[str, Any]) -> _Answer:
         if isinstance(reply, str):
