@@ -26,16 +26,20 @@ def _install(session: nox.Session, *extras: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite (the real local model included). `-- -m "not slow"` for the short mode."""
-    _install(session, "dev")
-    session.run("pytest", *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
+    _install(session, "dev", "ray")
+    session.run(
+        "pytest",
+        *session.posargs,
+        env={"PYTHONFAULTHANDLER": "1", "RAY_USAGE_STATS_ENABLED": "0"},
+    )
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff lint and format check."""
     session.install("ruff>=0.8")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
-    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "examples", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "examples", "noxfile.py")
 
 
 @nox.session

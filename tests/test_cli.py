@@ -42,6 +42,7 @@ def test_version() -> None:
 
 @pytest.mark.local_model
 @pytest.mark.slow
+@pytest.mark.timeout(280)  # a few local-model calls; a loaded 2-core machine can take a while
 def test_demo_runs_offline_on_the_local_model(
     local_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -62,6 +63,39 @@ def test_demo_runs_offline_on_the_local_model(
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "local llama.cpp server" in out
-    assert "> Name one colour." in out
+    assert "> Name one colour.  (self-refined)" in out
+    # The refine loop: at least one attempt with a computed verdict, then the outcome.
+    assert "  attempt 1: " in out
+    assert "    verdict: passed=" in out
+    assert "[short=" in out
+    assert "answers_question=" in out
+    assert "  outcome: " in out
     assert "output tokens" in out
     assert "CityFacts" in out
+
+
+async def test_demo_loop_prints_every_attempt_and_its_computed_verdict() -> None:
+    import io
+
+    from jevrefine import Prompt
+    from jevrefine._demo import WORD_LIMIT, refine_demo
+    from jevrefine.testing import FunctionModel
+
+    long_answer = " ".join(["word"] * (WORD_LIMIT + 5))
+
+    def answer(prompt: Prompt) -> str:
+        text = prompt.messages[-1].text  # type: ignore[union-attr]
+        if "allowed answers" in text.lower():  # a judging request: answer "yes"
+            return '{"answer": "yes"}'
+        return "Short answer." if "fewer words" in text else long_answer
+
+    out = io.StringIO()
+    await refine_demo(out, FunctionModel(answer), "Why?", "Be brief.")
+    text = out.getvalue()
+    assert "attempt 1:" in text
+    assert f"({WORD_LIMIT + 5} words)" in text
+    assert "verdict: passed=false [short=FAILED, answers_question=PASSED]" in text
+    assert "attempt 2: 'Short answer.' (2 words)" in text
+    assert "verdict: passed=true [short=PASSED, answers_question=PASSED]" in text
+    assert "outcome: passed after 2 attempt(s)" in text
+    assert text.rstrip().endswith("Short answer.")

@@ -224,3 +224,25 @@ async def test_client_does_not_close_the_model() -> None:
     async with model:
         pass
     assert closed == [True]
+
+
+class _NoTools(FunctionModel):
+    supports_tools = False
+
+
+class _Weather:
+    name = "weather"
+    description = "Get the weather"
+    parameters_schema: ClassVar[dict[str, object]] = {"type": "object", "properties": {}}
+    return_direct = False
+
+    async def call(self, arguments: str) -> str:
+        return "sunny"
+
+
+async def test_tools_are_dropped_for_a_model_without_tool_support() -> None:
+    # Seed 004: tools given to the ChatClient (defaults or per prompt) are dropped, no loop runs.
+    model = _NoTools(last_text)
+    client = ChatClient(model, tools=[_Weather()])
+    assert await client.prompt("x").tools(_Weather()).content() == "x"
+    assert model.prompts[0].options.tools is None

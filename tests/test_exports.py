@@ -26,7 +26,15 @@ PUBLIC_MODULES = [
     "jevrefine.memory",
     "jevrefine.models.openai",
     "jevrefine.models.anthropic",
+    "jevrefine.models.jev",
+    "jevrefine.advisors.guardrail",
     "jevrefine.cli",
+    "jevrefine.batch",
+    "jevrefine.jev.batch",
+    "jevrefine.ray",
+    "jevrefine.integrations",
+    "jevrefine.integrations.fastapi",
+    "jevrefine.integrations.aiohttp",
 ]
 
 

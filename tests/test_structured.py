@@ -12,6 +12,7 @@ from typing_extensions import TypedDict  # pydantic needs this one on Python < 3
 from jevrefine import ChatClient, Prompt, StructuredOutputError
 from jevrefine.structured import (
     FORMAT_INSTRUCTIONS_MARKER,
+    format_instructions_schema,
     output_spec,
     strip_format_instructions,
 )
@@ -138,3 +139,15 @@ def test_instructions_go_to_the_last_user_message_only() -> None:
     texts = [m.text for m in spec.with_instructions(prompt).messages]  # type: ignore[union-attr]
     assert texts[0] == "first"
     assert texts[2].startswith("second" + FORMAT_INSTRUCTIONS_MARKER)
+
+
+def test_only_the_exact_trailing_instruction_block_is_stripped() -> None:
+    spec = output_spec(list[int])
+    sent = "numbers?" + spec.instructions()
+    assert strip_format_instructions(sent) == "numbers?"
+    assert format_instructions_schema(sent) == spec.schema
+    quoting = f"What does {FORMAT_INSTRUCTIONS_MARKER} mean in my prompt?"
+    assert strip_format_instructions(quoting) == quoting
+    assert format_instructions_schema(quoting) is None
+    edited = sent + "\nand please be brief"  # no longer ends with the schema
+    assert strip_format_instructions(edited) == edited

@@ -22,8 +22,19 @@ from .advisors.chain import BaseAdvisor as BaseAdvisor
 from .advisors.chain import CallAdvisor as CallAdvisor
 from .advisors.chain import CallAdvisorChain as CallAdvisorChain
 from .advisors.chain import StreamAdvisor as StreamAdvisor
+from .advisors.guardrail import GuardrailAdvisor as GuardrailAdvisor
+from .advisors.guardrail import GuardrailOutcome as GuardrailOutcome
+from .advisors.guardrail import Hazard as Hazard
 from .advisors.memory import MessageChatMemoryAdvisor as MessageChatMemoryAdvisor
+from .advisors.self_refine import Attempt as Attempt
+from .advisors.self_refine import JudgeErrorPolicy as JudgeErrorPolicy
+from .advisors.self_refine import RefineReport as RefineReport
+from .advisors.self_refine import SelfRefineAdvisor as SelfRefineAdvisor
+from .advisors.self_refine import SelfRefineFailedError as SelfRefineFailedError
 from .advisors.tool_calling import ToolCallingAdvisor as ToolCallingAdvisor
+from .batch import RefineSummary as RefineSummary
+from .batch import refine_iter as refine_iter
+from .batch import refine_many as refine_many
 from .client import ChatClient as ChatClient
 from .client import PromptSpec as PromptSpec
 from .exceptions import EmptyResponseError as EmptyResponseError
@@ -71,6 +82,7 @@ __all__ = [
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
     "AssistantMessage",
+    "Attempt",
     "BaseAdvisor",
     "CallAdvisor",
     "CallAdvisorChain",
@@ -85,8 +97,12 @@ __all__ = [
     "EmptyResponseError",
     "FunctionTool",
     "Generation",
+    "GuardrailAdvisor",
+    "GuardrailOutcome",
+    "Hazard",
     "InMemoryChatMemory",
     "JevrefineError",
+    "JudgeErrorPolicy",
     "Message",
     "MessageChatMemoryAdvisor",
     "ModelConnectionError",
@@ -96,7 +112,11 @@ __all__ = [
     "Prompt",
     "PromptSpec",
     "RecordingToolCallback",
+    "RefineReport",
+    "RefineSummary",
     "ResponseFormat",
+    "SelfRefineAdvisor",
+    "SelfRefineFailedError",
     "SqliteChatMemory",
     "StreamAdvisor",
     "StreamingNotSupportedError",
@@ -120,5 +140,7 @@ __all__ = [
     "UserMessage",
     "__version__",
     "record_tool_calls",
+    "refine_iter",
+    "refine_many",
     "tool",
 ]

@@ -20,6 +20,7 @@ class ChatClientRequest:
     options live on `prompt.options`. `context` is a plain dict shared by the advisors of this
     request: passing a request on unchanged shares it, `copy()` makes a shallow copy unless
     `context=` is given (keep a mutable object under your key to share state across copies).
+    `scope` is shared by every copy, even those an outer advisor made before yours ran.
     """
 
     prompt: Prompt
@@ -28,6 +29,13 @@ class ChatClientRequest:
     """The tools the model may call on this request."""
     context: dict[str, Any] = field(default_factory=dict)
     """State shared by the advisors of this request (see `jevrefine.context_keys`)."""
+    scope: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Private state of the advisors, shared by every copy of this request.
+
+    Unlike `context`, `copy()` never duplicates it, so what an advisor notes here reaches every
+    attempt and tool round of the same request, whichever advisor made the copy (the guardrail
+    remembers its input screening here). A new `ChatClientRequest` starts an empty one.
+    """
 
     def __post_init__(self) -> None:
         if not isinstance(self.tools, tuple):

@@ -1,7 +1,11 @@
 """The `jevrefine` command (also `python -m jevrefine`).
 
-`jevrefine demo` sends a prompt through a `ChatClient` and streams the answer, then asks for a
-typed answer with structured output. It runs on OpenAI when `OPENAI_API_KEY` is set, on
+`jevrefine run` refines the prompts of a JSONL file, `jevrefine judge` judges question/answer
+pairs and `jevrefine check-config` validates the settings (exit codes: `jevrefine._cli_run`).
+
+`jevrefine demo` sends a prompt through a `ChatClient` with a `SelfRefineAdvisor` and shows the
+refine loop (every attempt, its verdict, the final answer), then asks for a typed answer with
+structured output. It runs on OpenAI when `OPENAI_API_KEY` is set, on
 Anthropic when `ANTHROPIC_API_KEY` is set, and otherwise on the local model (SmolLM2 on llama.cpp,
 offline, no key).
 """
@@ -18,10 +22,11 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 import pydantic
 
+from ._cli_run import add_commands as add_batch_commands
+from ._cli_run import run_command as run_batch_command
 from ._version import __version__
 from .client import ChatClient
 from .exceptions import JevrefineError
-from .messages import Usage
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -80,27 +85,14 @@ async def open_model(provider: Provider, model: str | None) -> AsyncIterator[tup
 
 
 async def run_demo(prompt: str, provider: Provider, model: str | None) -> None:
-    """Stream one answer, then ask for a typed one; print both with usage and timing."""
+    """Refine one answer (attempts, verdicts, final answer), then ask for a typed one."""
+    from ._demo import refine_demo
+
     out = sys.stdout
     async with open_model(provider, model) as (chat_model, where):
-        out.write(f"jevrefine {__version__} demo: {where}\n\n> {prompt}\n")
+        out.write(f"jevrefine {__version__} demo: {where}\n\n> {prompt}  (self-refined)\n")
+        await refine_demo(out, chat_model, prompt, DEMO_SYSTEM)
         client = ChatClient(chat_model, system=DEMO_SYSTEM)
-        started = time.perf_counter()
-        usage = Usage()
-        spec = client.prompt(prompt).options(max_tokens=120, temperature=0.2)
-        async for chunk in spec.stream_responses():
-            out.write(chunk.content)
-            out.flush()
-            usage = (
-                chunk.chat_response.metadata.usage
-                if chunk.chat_response.metadata.usage.total_tokens
-                else usage
-            )
-        elapsed = time.perf_counter() - started
-        out.write(
-            f"\n\n  streamed in {elapsed:.2f} s, {usage.input_tokens} input + "
-            f"{usage.output_tokens} output tokens\n\n"
-        )
         question = "Give the facts about Paris: its country and population in millions."
         out.write(f"> {question}  (as a typed CityFacts)\n")
         started = time.perf_counter()
@@ -123,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jevrefine", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"jevrefine {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="stream an answer and a typed answer from a model")
+    demo = commands.add_parser("demo", help="refine a judged answer, then ask for a typed one")
     demo.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT, help="what to ask")
     demo.add_argument(
         "--provider",
@@ -132,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: OpenAI or Anthropic when their API key is set, else the local model",
     )
     demo.add_argument("--model", help="model name (or, for local, a GGUF file path)")
+    add_batch_commands(commands)
     return parser
 
 
@@ -146,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         except KeyboardInterrupt:
             return 130
-    return 0
+        return 0
+    return run_batch_command(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -61,6 +61,10 @@ class FrozenDict(dict[str, Any]):
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Unpickling a dict subclass sets items one by one, which this class refuses.
+        return (FrozenDict, (dict(self),))
+
 
 _EMPTY: Mapping[str, Any] = FrozenDict()
 

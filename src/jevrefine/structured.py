@@ -26,7 +26,9 @@ from .messages import Prompt, ResponseFormat, UserMessage
 
 __all__ = [
     "FORMAT_INSTRUCTIONS_MARKER",
+    "WRAPPER_KEY",
     "OutputSpec",
+    "format_instructions_schema",
     "output_spec",
     "strip_format_instructions",
 ]
@@ -36,7 +38,12 @@ T = TypeVar("T")
 FORMAT_INSTRUCTIONS_MARKER: Final = "\n\n[jevrefine:output-format]\n"
 """The line that starts the format instructions appended to the last user message."""
 
-_WRAPPER_KEY: Final = "result"
+WRAPPER_KEY: Final = "result"
+"""The field a non-object target's value sits under: `{"result": ...}`."""
+_INSTRUCTIONS_LEAD: Final = (
+    "Reply with a single JSON value that validates against this JSON schema, and nothing "
+    "else: no explanation, no Markdown code fence.\n"
+)
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```", re.DOTALL)
 _NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
 
@@ -63,12 +70,7 @@ class OutputSpec(Generic[T]):
     def instructions(self) -> str:
         """The prompt-based format instructions (start with `FORMAT_INSTRUCTIONS_MARKER`)."""
         schema = json.dumps(self.schema, ensure_ascii=False, separators=(",", ":"))
-        return (
-            f"{FORMAT_INSTRUCTIONS_MARKER}"
-            "Reply with a single JSON value that validates against this JSON schema, and nothing "
-            "else: no explanation, no Markdown code fence.\n"
-            f"{schema}"
-        )
+        return f"{FORMAT_INSTRUCTIONS_MARKER}{_INSTRUCTIONS_LEAD}{schema}"
 
     def with_instructions(self, prompt: Prompt) -> Prompt:
         """`prompt` with the format instructions appended to its last user message."""
@@ -100,8 +102,8 @@ class OutputSpec(Generic[T]):
                 target=self.name,
                 model_name=model_name,
             ) from None
-        if self.wrapped and isinstance(value, dict) and _WRAPPER_KEY in value:
-            value = cast("dict[str, Any]", value)[_WRAPPER_KEY]
+        if self.wrapped and isinstance(value, dict) and WRAPPER_KEY in value:
+            value = cast("dict[str, Any]", value)[WRAPPER_KEY]
         try:
             return self.adapter.validate_python(value)
         except pydantic.ValidationError as exc:
@@ -145,8 +147,8 @@ def _build_spec(target: Any) -> OutputSpec[Any]:
         defs = schema.pop("$defs", None)
         schema = {
             "type": "object",
-            "properties": {_WRAPPER_KEY: schema},
-            "required": [_WRAPPER_KEY],
+            "properties": {WRAPPER_KEY: schema},
+            "required": [WRAPPER_KEY],
         }
         if defs:
             schema["$defs"] = defs
@@ -186,7 +188,43 @@ def _preview(text: str, limit: int = 200) -> str:
     return repr(flat if len(flat) <= limit else flat[:limit] + "...")
 
 
+def _trailing_instructions(text: str) -> tuple[int, dict[str, Any]] | None:
+    """Where the appended format instructions start in `text`, and their schema.
+
+    Only an exact trailing block counts: the marker, the fixed sentence, then the schema as JSON up
+    to the end of the text. A text that merely quotes the marker is not an instruction block.
+    """
+    index = text.rfind(FORMAT_INSTRUCTIONS_MARKER)
+    start = index + len(FORMAT_INSTRUCTIONS_MARKER)
+    if index < 0:
+        # Appended to a prompt without a user message, the block starts the text, unindented.
+        bare = FORMAT_INSTRUCTIONS_MARKER.lstrip()
+        if not text.startswith(bare):
+            return None
+        index, start = 0, len(bare)
+    rest = text[start:]
+    if not rest.startswith(_INSTRUCTIONS_LEAD):
+        return None
+    try:
+        schema = json.loads(rest[len(_INSTRUCTIONS_LEAD) :])
+    except ValueError:
+        return None
+    if not isinstance(schema, dict):
+        return None
+    return index, cast("dict[str, Any]", schema)
+
+
 def strip_format_instructions(text: str) -> str:
-    """`text` without the format instructions `entity(..., native=False)` appended to it."""
-    index = text.find(FORMAT_INSTRUCTIONS_MARKER)
-    return text if index < 0 else text[:index]
+    """`text` without the format instructions `entity(..., native=False)` appended to it.
+
+    Only the exact block `entity()` appends, at the end of `text`, is removed; a text that merely
+    quotes the instructions is returned unchanged.
+    """
+    found = _trailing_instructions(text)
+    return text if found is None else text[: found[0]]
+
+
+def format_instructions_schema(text: str) -> dict[str, Any] | None:
+    """The JSON schema named by the format instructions appended to `text`, or `None`."""
+    found = _trailing_instructions(text)
+    return None if found is None else found[1]

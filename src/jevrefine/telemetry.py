@@ -78,6 +78,7 @@ ERROR_TYPE: Final = "error.type"
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 METRIC_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
+METRIC_REFINE_OUTCOMES: Final = "jevrefine.refine.outcomes"
 
 DURATION_BUCKETS: Final = (
     0.01,
@@ -154,6 +155,7 @@ class Telemetry:
         "capture",
         "legacy_attributes",
         "operation_duration",
+        "refine_outcomes",
         "token_usage",
         "tool_duration",
         "tracer",
@@ -186,6 +188,12 @@ class Telemetry:
             unit="s",
             description="Duration of tool executions",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.refine_outcomes = meter.create_counter(
+            METRIC_REFINE_OUTCOMES,
+            unit="{refinement}",
+            description="Self-refine loops by outcome (passed, best_attempt, failed, unjudged, "
+            "skipped)",
         )
         if capture_content is None:
             self.capture = capture_mode_from_env()

@@ -406,9 +406,9 @@ async def test_a_model_without_tool_support_gets_no_loop() -> None:
         supports_tools: ClassVar[bool] = False
 
     model = NoTools(lambda prompt: "plain")
-    with pytest.raises(jr.UserError, match="cannot call tools"):
-        await ChatClient(model, tools=[weather]).prompt("?").call()
-    assert model.prompts == []
+    # Its tools are dropped (seed 004): no loop starts and no definitions are sent.
+    assert await ChatClient(model, tools=[weather]).prompt("?").content() == "plain"
+    assert model.prompts[0].options.tools is None
 
 
 class RecordingAdvisor:

@@ -8,8 +8,17 @@ from .chain import BaseAdvisor as BaseAdvisor
 from .chain import CallAdvisor as CallAdvisor
 from .chain import CallAdvisorChain as CallAdvisorChain
 from .chain import StreamAdvisor as StreamAdvisor
+from .guardrail import GuardrailAdvisor as GuardrailAdvisor
+from .guardrail import GuardrailOutcome as GuardrailOutcome
+from .guardrail import GuardrailVerdict as GuardrailVerdict
+from .guardrail import Hazard as Hazard
 from .memory import MEMORY_ORDER as MEMORY_ORDER
 from .memory import MessageChatMemoryAdvisor as MessageChatMemoryAdvisor
+from .self_refine import Attempt as Attempt
+from .self_refine import JudgeErrorPolicy as JudgeErrorPolicy
+from .self_refine import RefineReport as RefineReport
+from .self_refine import SelfRefineAdvisor as SelfRefineAdvisor
+from .self_refine import SelfRefineFailedError as SelfRefineFailedError
 from .tool_calling import TOOL_CALLING_ORDER as TOOL_CALLING_ORDER
 from .tool_calling import ToolCallingAdvisor as ToolCallingAdvisor
 
@@ -18,10 +27,19 @@ __all__ = [
     "LOWEST_PRECEDENCE",
     "MEMORY_ORDER",
     "TOOL_CALLING_ORDER",
+    "Attempt",
     "BaseAdvisor",
     "CallAdvisor",
     "CallAdvisorChain",
+    "GuardrailAdvisor",
+    "GuardrailOutcome",
+    "GuardrailVerdict",
+    "Hazard",
+    "JudgeErrorPolicy",
     "MessageChatMemoryAdvisor",
+    "RefineReport",
+    "SelfRefineAdvisor",
+    "SelfRefineFailedError",
     "StreamAdvisor",
     "ToolCallingAdvisor",
 ]

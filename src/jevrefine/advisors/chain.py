@@ -169,18 +169,17 @@ class ModelLink:
         self.parent = parent
 
     def prepare(self, request: ChatClientRequest) -> Prompt:
-        """The prompt to send: the request's, with its tools' definitions in the options."""
+        """The prompt to send: the request's, with its tools' definitions in the options.
+
+        For a model with `supports_tools = False` the request's tools are dropped.
+        """
         prompt = request.prompt
-        if request.tools:
-            if not self.model.supports_tools:
-                names = ", ".join(t.name for t in request.tools)
-                raise UserError(
-                    f"{type(self.model).__name__} cannot call tools, but the request carries "
-                    f"tool(s) {names}; remove the tools from this request"
-                )
-            if prompt.options.tools is None:
-                options = replace(prompt.options, tools=tool_definitions(request.tools))
-                prompt = prompt.with_options(options)
+        # A model that cannot call tools (JevChatModel) is sent none: the client's tools are
+        # dropped, as no tool loop runs for it. Tool definitions put on the prompt's options
+        # directly reach the model, which refuses them.
+        if request.tools and self.model.supports_tools and prompt.options.tools is None:
+            options = replace(prompt.options, tools=tool_definitions(request.tools))
+            prompt = prompt.with_options(options)
         return prompt
 
     def _recorder(

@@ -8,7 +8,9 @@ async with JudgeClient() as jev:                      # TYPESAFE_API_KEY
 ```
 
 `JudgeClient` asks TypeSafe's Jev System One API; `ModelJudgeClient` answers the same questions
-with any `ChatModel`. Both are `SystemOneClient`s; `system_one_all` batches either.
+with any `ChatModel`. Both are `SystemOneClient`s; `system_one_all` batches either. A `Judge` turns
+criteria (`noul`, `score`, `choice`, `check`) into a `Verdict` on one answer; `rating_judge` is the
+LLM-as-a-judge helpfulness preset.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from .batch import SystemOneRequest as SystemOneRequest
 from .batch import run_all as run_all
 from .batch import system_one_all as system_one_all
 from .client import JudgeClient as JudgeClient
+from .criteria import CheckCriterion as CheckCriterion
+from .criteria import Criterion as Criterion
+from .criteria import QuestionCriterion as QuestionCriterion
+from .criteria import check as check
+from .criteria import choice as choice
+from .criteria import noul as noul
+from .criteria import score as score
 from .errors import AnswerNotFoundError as AnswerNotFoundError
 from .errors import JudgeAPIError as JudgeAPIError
 from .errors import JudgeAuthenticationError as JudgeAuthenticationError
@@ -35,6 +44,10 @@ from .errors import JudgeServerError as JudgeServerError
 from .errors import JudgeTimeoutError as JudgeTimeoutError
 from .errors import JudgeUsageError as JudgeUsageError
 from .errors import JudgeValidationError as JudgeValidationError
+from .judge import Judge as Judge
+from .judge import JudgeInput as JudgeInput
+from .judge import JudgePlan as JudgePlan
+from .judge import rating_judge as rating_judge
 from .model_judge import ModelJudgeClient as ModelJudgeClient
 from .protocol import SystemOneClient as SystemOneClient
 from .questions import Choice as Choice
@@ -51,23 +64,32 @@ from .responses import ScoreAnswer as ScoreAnswer
 from .responses import SystemOneResponse as SystemOneResponse
 from .responses import UnknownAnswerWarning as UnknownAnswerWarning
 from .retry import RetryPolicy as RetryPolicy
+from .verdict import Finding as Finding
+from .verdict import Outcome as Outcome
+from .verdict import Verdict as Verdict
 
 __all__ = [
     "Answer",
     "AnswerNotFoundError",
     "BatchResult",
+    "CheckCriterion",
     "Choice",
     "ChoiceAnswer",
     "Content",
+    "Criterion",
+    "Finding",
+    "Judge",
     "JudgeAPIError",
     "JudgeAuthenticationError",
     "JudgeBadRequestError",
     "JudgeClient",
     "JudgeConnectionError",
     "JudgeError",
+    "JudgeInput",
     "JudgeNotFoundError",
     "JudgeOverloadedError",
     "JudgePermissionDeniedError",
+    "JudgePlan",
     "JudgeRateLimitError",
     "JudgeRequestTimeoutError",
     "JudgeRequestTooLargeError",
@@ -80,7 +102,9 @@ __all__ = [
     "ModelJudgeClient",
     "Noul",
     "NoulAnswer",
+    "Outcome",
     "Question",
+    "QuestionCriterion",
     "RetryPolicy",
     "Score",
     "ScoreAnswer",
@@ -89,6 +113,12 @@ __all__ = [
     "SystemOneRequest",
     "SystemOneResponse",
     "UnknownAnswerWarning",
+    "Verdict",
+    "check",
+    "choice",
+    "noul",
+    "rating_judge",
     "run_all",
+    "score",
     "system_one_all",
 ]

@@ -1,16 +1,28 @@
-"""Bounded-concurrency batches: `system_one_all`, and the generic `run_all` under it.
+"""Bounded-concurrency batches: `system_one_all`, and the generic `iter_all`/`run_all` under it.
 
 Results come back aligned with the input, one `BatchResult` per item, each failure in its own
-slot, so one bad request never costs the others. `run_all` is generic: `refine_many` reuses it.
+slot, so one bad request never costs the others. `iter_all` (completion order, bounded memory,
+any iterable) and `run_all` (input order) are generic: `refine_iter`/`refine_many` reuse them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import itertools
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..exceptions import UserError
 
@@ -19,7 +31,7 @@ if TYPE_CHECKING:
     from .questions import Question, State
     from .responses import SystemOneResponse
 
-__all__ = ["BatchResult", "SystemOneRequest", "run_all", "system_one_all"]
+__all__ = ["BatchResult", "SystemOneRequest", "iter_all", "run_all", "system_one_all"]
 
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741 - the conventional name of an item type
@@ -60,9 +72,137 @@ class SystemOneRequest:
     """The model for this call (default: the client's)."""
 
 
+async def iter_all(
+    function: Callable[[I], Awaitable[T]],
+    items: Iterable[I] | AsyncIterable[I],
+    *,
+    concurrency: int = 4,
+    fail_fast: bool = False,
+) -> AsyncGenerator[BatchResult[T], None]:
+    """Run `function` over `items`, at most `concurrency` at a time; yield results as they finish.
+
+    Each `BatchResult` carries the item's input index, so callers can realign. Memory stays
+    bounded whatever the input's length: `items` (a list, a generator or an async iterable) is
+    read one item at a time, only when a worker is free, and finished results wait in a buffer of
+    `concurrency` until the consumer takes them. The batch therefore holds at most about
+    2 × `concurrency` items at once, and a slow consumer slows the batch rather than growing it.
+
+    With `fail_fast=False` every item runs and each failure (an `Exception`) is yielded in its own
+    slot. With `fail_fast=True` the first failure cancels the items in flight, starts no more, and
+    is raised. Leaving the loop early (or being cancelled) cancels everything in flight; to have
+    that happen at once rather than when the generator is collected, iterate inside
+    `contextlib.aclosing(iter_all(...))`.
+
+    Raises:
+        UserError: `concurrency` is below 1.
+    """
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    done_in, done_out = anyio.create_memory_object_stream[BatchResult[T]](concurrency)
+    input_error: list[Exception] = []
+    next_item = _puller(items)
+
+    async def work(workers: anyio.CancelScope) -> None:
+        # Each worker pulls its next item itself, only once it is free: the input is never read
+        # ahead, and an item costs no hand-over between tasks.
+        while True:
+            try:
+                index, item = await next_item()
+            except StopAsyncIteration:
+                return
+            except Exception as exc:
+                # The input itself broke (not one item): stop the batch and raise it as is,
+                # not wrapped in the task group's ExceptionGroup.
+                input_error.append(exc)
+                workers.cancel()
+                return
+            try:
+                result = BatchResult(index, await function(item))
+            except Exception as exc:
+                result = BatchResult(index, None, exc)
+            try:
+                done_in.send_nowait(result)  # the common case: room in the buffer, no extra hop
+            except anyio.WouldBlock:
+                await done_in.send(result)  # the consumer is behind: wait for it (backpressure)
+
+    async def run_workers() -> None:
+        # The workers live in their own task group, so a fail-fast stop cancels them and never
+        # reaches the consumer's task (which hosts this generator's task group).
+        async with done_in, anyio.create_task_group() as workers:
+            for _ in range(concurrency):
+                workers.start_soon(work, workers.cancel_scope)
+
+    failure: Exception | None = None
+    closed = False
+    async with done_out, anyio.create_task_group() as group:
+        group.start_soon(run_workers)
+        while True:
+            try:
+                result = await _next_result(done_out)
+            except anyio.EndOfStream:
+                break
+            if fail_fast and result.error is not None:
+                failure = result.error
+                break
+            try:
+                yield result
+            except GeneratorExit:
+                # The consumer left early (`aclose()`): stop the workers here, as the task group
+                # would otherwise wrap GeneratorExit in an exception group.
+                closed = True
+                break
+        # Reached on a fail-fast stop or an early close: cancel what is in flight.
+        group.cancel_scope.cancel()
+    if closed:
+        return
+    if input_error:
+        raise input_error[0]
+    if failure is not None:
+        raise failure
+
+
+async def _next_result(results: MemoryObjectReceiveStream[BatchResult[T]]) -> BatchResult[T]:
+    """The next result; waits (a checkpoint) only when none is ready. Raises EndOfStream.
+
+    Many refinements finish in the same loop iteration: taking the ready ones without a
+    checkpoint each keeps the consumer from becoming the bottleneck that fills the buffer.
+    """
+    try:
+        return results.receive_nowait()
+    except anyio.WouldBlock:
+        return await results.receive()
+
+
+def _puller(items: Iterable[I] | AsyncIterable[I]) -> Callable[[], Awaitable[tuple[int, I]]]:
+    """A function the workers share to take the next `(index, item)`; raises StopAsyncIteration."""
+    counter = itertools.count()
+    if isinstance(items, AsyncIterable):
+        iterator = aiter(items)
+        # An async iterator cannot be advanced by two tasks at once: one at a time.
+        lock = anyio.Lock()
+
+        async def pull_async() -> tuple[int, I]:
+            async with lock:
+                item = await anext(iterator)
+                return next(counter), item
+
+        return pull_async
+    sync_iterator = iter(items)
+
+    async def pull() -> tuple[int, I]:
+        # next() runs without an await, so no other worker can interleave with it.
+        try:
+            item = next(sync_iterator)
+        except StopIteration:
+            raise StopAsyncIteration from None
+        return next(counter), item
+
+    return pull
+
+
 async def run_all(
     function: Callable[[I], Awaitable[T]],
-    items: Sequence[I],
+    items: Iterable[I] | AsyncIterable[I],
     *,
     concurrency: int = 4,
     fail_fast: bool = False,
@@ -71,41 +211,25 @@ async def run_all(
 
     With `fail_fast=False` (the default) every item runs and each failure (an `Exception`) lands
     in its own slot. With `fail_fast=True` the first failure cancels the items still running, is
-    not started for the rest, and is raised.
+    not started for the rest, and is raised. `items` may be an async iterable (see `iter_all`);
+    the returned list holds one result per item.
 
     Raises:
         UserError: `concurrency` is below 1.
     """
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
-    items = list(items)
-    results: list[BatchResult[T] | None] = [None] * len(items)
-    next_index = 0
-    first_error: list[Exception] = []
+    results: list[BatchResult[T]] = []
+    async with aclosing(
+        iter_all(function, items, concurrency=concurrency, fail_fast=fail_fast)
+    ) as stream:
+        async for result in stream:
+            results.append(result)
+    # Completion order -> input order; indexes are 0..n-1 with no gaps, so a sort suffices.
+    results.sort(key=_index_of)
+    return results
 
-    async def worker(scope: anyio.CancelScope) -> None:
-        nonlocal next_index
-        # Workers pull the next index, so a long batch never holds more than `concurrency` tasks.
-        while next_index < len(items):
-            index = next_index
-            next_index += 1
-            try:
-                value = await function(items[index])
-            except Exception as exc:
-                results[index] = BatchResult(index, None, exc)
-                if fail_fast:
-                    first_error.append(exc)
-                    scope.cancel()
-                    return
-            else:
-                results[index] = BatchResult(index, value)
 
-    async with anyio.create_task_group() as group:
-        for _ in range(min(concurrency, len(items))):
-            group.start_soon(worker, group.cancel_scope)
-    if first_error:
-        raise first_error[0]
-    return [r if r is not None else BatchResult(i) for i, r in enumerate(results)]
+def _index_of(result: BatchResult[Any]) -> int:
+    return result.index
 
 
 async def system_one_all(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, TypeVar
 
@@ -62,6 +62,20 @@ def distribution_confidence(probabilities: Mapping[Any, float]) -> float:
     return max(0.0, min(1.0, 1.0 - entropy / math.log(n)))
 
 
+def _reduce(value: Any) -> tuple[Any, ...]:
+    """Pickle support for the frozen answers, whose read-only mappings cannot be pickled."""
+    values = {
+        f.name: dict(v) if isinstance(v := getattr(value, f.name), MappingProxyType) else v
+        for f in fields(value)
+        if f.init
+    }
+    return (_rebuild, (type(value), values))
+
+
+def _rebuild(cls: type[Any], values: dict[str, Any]) -> Any:
+    return cls(**values)
+
+
 @dataclass(frozen=True, slots=True)
 class NoulAnswer:
     """The answer to a `Noul`: the probability of "yes"."""
@@ -90,6 +104,9 @@ class ChoiceAnswer:
     type: Literal["choice"] = field(default="choice", init=False)
     """The wire type."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce(self)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "probabilities", MappingProxyType(dict(self.probabilities)))
 
@@ -114,6 +131,9 @@ class ScoreAnswer:
     """False when the probabilities are only the chosen level at 1.0 (no logprobs)."""
     type: Literal["score"] = field(default="score", init=False)
     """The wire type."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce(self)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "legend", MappingProxyType(dict(self.legend)))
@@ -151,6 +171,9 @@ class SystemOneResponse:
     """The `x-typesafe-request-id` response header (`None` when the server sent none)."""
     unknown_answers: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
     """Answers of types this version does not model, as the API sent them."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce(self)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "answers", MappingProxyType(dict(self.answers)))

@@ -109,7 +109,9 @@ class FakeOpenAIServer(ScriptedServer["_Reply"]):
     an OpenAI-shaped one (`{"error": {"message", "type", "param", "code"}}`). `requests` records
     every request; `chat_requests` the JSON bodies of the chat completion requests.
 
-    The `reply` function, sync or async, runs on the server's own thread and event loop.
+    The `reply` function, sync or async, runs on the server's own thread and event loop. Run one
+    alone with `python -m jevrefine.testing._openai_server [--latency S]` (prints its base URL,
+    serves until stdin closes).
 
     Args:
         reply: answers requests the script does not.
@@ -515,3 +517,31 @@ def _error(
     status: int, message: str, *, param: str | None = None, code: str | None = None
 ) -> HTTPResponse:
     return HTTPResponse.json(_error_body(status, message, param=param, code=code), status=status)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until stdin closes, printing the base URL first (used by the benchmarks)."""
+    import argparse
+    import sys
+    import threading
+
+    parser = argparse.ArgumentParser(description="Serve a FakeOpenAIServer on 127.0.0.1.")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(latency=args.latency)
+    server.start()
+    print(server.base_url, flush=True)
+    try:
+        # Serve until stdin closes or the process is interrupted.
+        if not sys.stdin.isatty():
+            sys.stdin.read()
+        else:  # pragma: no cover - interactive use
+            threading.Event().wait()
+    except KeyboardInterrupt:  # pragma: no cover - interactive use
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,307 @@
+"""Batch refinement: `refine_many` at scale, against an ideal and against naive loops.
+
+Two scenarios, each at the issue's size (10,000 inputs, concurrency 500; `--quick`: 1,000 at 100):
+
+1. **Over HTTP.** Each refinement is a `ChatClient` call with a `SelfRefineAdvisor` whose
+   `Judge` asks Jev: one chat completion on `FakeOpenAIServer` and one System One call on
+   `FakeJevServer`, each server answering after 50 ms. The servers run in a child process, so
+   their CPU does not share this process's GIL. The ideal wall time is max(latency bound, CPU
+   floor): the latency bound is ceil(N / concurrency) × 100 ms; the CPU floor is a hand-written
+   asyncio loop (one httpx2 client, a semaphore) making the same two HTTP calls per item with the
+   same bodies, measured in the same run. Target: `refine_many` within 1.2× of the ideal.
+2. **In process.** `FunctionModel` answering after 50 ms (no judge): `refine_many` against an
+   `asyncio.gather` of every call under a semaphore (one task per input, all created at once) —
+   the loop people write first. Ideal: ceil(N / concurrency) × 50 ms.
+
+Peak memory is measured in separate runs with `tracemalloc` (which slows everything, so those
+runs are not timed; over HTTP on 2 × concurrency inputs, since the peak depends on what is in
+flight, not on N): the peak of traced memory above the baseline, per in-flight refinement.
+Target: under 50 KB per in-flight refinement.
+
+Run with `python -m benchmarks.bench_batch [--quick] [--rounds N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx2
+
+import jevrefine as jr
+from jevrefine.advisors.self_refine import SelfRefineAdvisor
+from jevrefine.jev import JudgeClient, Noul
+from jevrefine.jev.criteria import noul
+from jevrefine.jev.judge import Judge
+from jevrefine.models.openai import OpenAIChatModel
+from jevrefine.testing import FunctionModel
+
+LATENCY = 0.05
+
+SERVERS = """
+import sys, anyio
+from jevrefine.testing import FakeJevServer, FakeOpenAIServer
+
+async def main():
+    async with (
+        FakeOpenAIServer(latency={latency}) as model,
+        FakeJevServer(latency={latency}) as jev,
+    ):
+        print(model.base_url, jev.base_url, flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.read)  # until the parent closes stdin
+
+anyio.run(main)
+"""
+
+
+class Servers:
+    """The fake OpenAI and Jev servers in a child process (their own GIL)."""
+
+    def __enter__(self) -> Servers:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVERS.format(latency=LATENCY)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.model_url, self.jev_url = self.process.stdout.readline().split()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def prompts(n: int) -> list[str]:
+    return [f"question number {i}: why is the sky blue?" for i in range(n)]
+
+
+# --- scenario 1: over HTTP -------------------------------------------------------------------
+
+
+async def run_http_refine_many(servers: Servers, n: int, concurrency: int) -> float:
+    async with (
+        # A generous timeout: under tracemalloc everything is several times slower.
+        OpenAIChatModel(
+            "fake", base_url=servers.model_url, api_key="sk-bench", timeout=600
+        ) as model,
+        JudgeClient("jev-bench", base_url=servers.jev_url, max_concurrency=concurrency) as jev,
+    ):
+        judge = Judge(jev, [noul("is_good", Noul("Is the answer good?"), 0.0)])
+        client = jr.ChatClient(model, advisors=[SelfRefineAdvisor(judge, max_repeat_attempts=1)])
+        started = time.perf_counter()
+        results = await jr.refine_many(client, prompts(n), concurrency=concurrency)
+        elapsed = time.perf_counter() - started
+    failed = [r.error for r in results if not r.ok]
+    assert not failed, failed[:3]
+    return elapsed
+
+
+async def recorded_jev_call(servers: Servers) -> tuple[str, dict[str, Any]]:
+    """The Jev request path and body of one refinement, as jevrefine sends them."""
+    captured: list[httpx2.Request] = []
+
+    async def capture(request: httpx2.Request) -> None:
+        captured.append(request)
+
+    async with (
+        httpx2.AsyncClient(event_hooks={"request": [capture]}) as http,
+        JudgeClient("jev-bench", base_url=servers.jev_url, http_client=http) as jev,
+        OpenAIChatModel("fake", base_url=servers.model_url, api_key="k") as model,
+    ):
+        judge = Judge(jev, [noul("is_good", Noul("Is the answer good?"), 0.0)])
+        client = jr.ChatClient(model, advisors=[SelfRefineAdvisor(judge)])
+        await client.prompt(prompts(1)[0]).call()
+    return captured[-1].url.path, json.loads(captured[-1].content)
+
+
+async def run_http_floor(servers: Servers, n: int, concurrency: int) -> float:
+    """The hand-written loop: the same two POSTs per item, a semaphore, one httpx2 client."""
+    jev_path, jev_body = await recorded_jev_call(servers)
+    jev_url = f"{servers.jev_url.rstrip('/')}{_suffix(servers.jev_url, jev_path)}"
+    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    semaphore = asyncio.Semaphore(concurrency)
+    headers = {"authorization": "Bearer k"}
+    async with httpx2.AsyncClient(limits=limits, timeout=60, headers=headers) as http:
+
+        async def one(prompt: str) -> None:
+            async with semaphore:
+                body = {"model": "fake", "messages": [{"role": "user", "content": prompt}]}
+                answer = await http.post(f"{servers.model_url}/chat/completions", json=body)
+                answer.raise_for_status()
+                text = answer.json()["choices"][0]["message"]["content"]
+                state = {**jev_body.get("state", {}), "assistant_answer": text}
+                judged = await http.post(jev_url, json={**jev_body, "state": state})
+                judged.raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(p) for p in prompts(n)))
+        return time.perf_counter() - started
+
+
+def _suffix(base_url: str, path: str) -> str:
+    base_path = httpx2.URL(base_url).path.rstrip("/")
+    return path[len(base_path) :] if path.startswith(base_path) else path
+
+
+# --- scenario 2: in process ------------------------------------------------------------------
+
+
+def sleepy_client() -> jr.ChatClient:
+    async def answer(prompt: jr.Prompt) -> str:
+        await anyio.sleep(LATENCY)
+        return "Because of Rayleigh scattering."
+
+    return jr.ChatClient(FunctionModel(answer))
+
+
+async def run_local_refine_many(n: int, concurrency: int) -> float:
+    client = sleepy_client()
+    started = time.perf_counter()
+    results = await jr.refine_many(client, prompts(n), concurrency=concurrency)
+    elapsed = time.perf_counter() - started
+    assert all(r.ok for r in results)
+    return elapsed
+
+
+async def run_local_gather(n: int, concurrency: int) -> float:
+    client = sleepy_client()
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(prompt: str) -> jr.ChatClientResponse:
+        async with semaphore:
+            return await client.prompt(prompt).call()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(p) for p in prompts(n)), return_exceptions=True)
+    return time.perf_counter() - started
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+async def peak_bytes(run: Callable[[], Awaitable[object]]) -> int:
+    """Peak traced memory above the baseline during `run` (not timed: tracing is slow)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        await run()
+        return tracemalloc.get_traced_memory()[1] - baseline
+    finally:
+        tracemalloc.stop()
+
+
+async def measure(n: int, concurrency: int, rounds: int) -> dict[str, Any]:
+    times: dict[str, list[float]] = {
+        "http refine_many": [],
+        "http floor": [],
+        "local refine_many": [],
+        "local gather": [],
+    }
+    with Servers() as servers:
+        await run_http_refine_many(servers, min(n, 200), concurrency)  # warm-up
+        await run_http_floor(servers, min(n, 200), concurrency)
+        for round_index in range(rounds):
+            pair = [
+                ("http refine_many", run_http_refine_many),
+                ("http floor", run_http_floor),
+            ]
+            for name, run in pair if round_index % 2 == 0 else reversed(pair):
+                times[name].append(await run(servers, n, concurrency))
+        # Peak memory depends on what is in flight, not on N: two waves suffice (and tracing
+        # makes a run several times slower).
+        memory_http = await peak_bytes(
+            lambda: run_http_refine_many(servers, min(n, 2 * concurrency), concurrency)
+        )
+    for round_index in range(rounds):
+        local = [("local refine_many", run_local_refine_many), ("local gather", run_local_gather)]
+        for name, local_run in local if round_index % 2 == 0 else reversed(local):
+            times[name].append(await local_run(n, concurrency))
+    memory_local = await peak_bytes(lambda: run_local_refine_many(n, concurrency))
+    memory_gather = await peak_bytes(lambda: run_local_gather(n, concurrency))
+    return {
+        "times": {k: statistics.median(v) for k, v in times.items()},
+        "spread": {k: (min(v), max(v)) for k, v in times.items()},
+        "memory_http": memory_http,
+        "memory_local": memory_local,
+        "memory_gather": memory_gather,
+    }
+
+
+def report(data: dict[str, Any], n: int, concurrency: int, rounds: int) -> str:
+    t, spread = data["times"], data["spread"]
+    waves = math.ceil(n / concurrency)
+    http_latency_bound = waves * 2 * LATENCY
+    ideal = max(http_latency_bound, t["http floor"])
+    local_ideal = waves * LATENCY
+    per_flight = data["memory_http"] / concurrency / 1024
+
+    def cell(name: str) -> str:
+        low, high = spread[name]
+        return f"{t[name]:.2f} s ({low:.2f} – {high:.2f})"
+
+    lines = [
+        f"## Batch refinement: {n:,} inputs at concurrency {concurrency}",
+        "",
+        f"Python {platform.python_version()}, jevrefine {jr.__version__}, {rounds} rounds "
+        "(median, min – max), interleaved. Servers answer after 50 ms each, from a child process.",
+        "",
+        "| scenario | wall time | ideal | ratio |",
+        "|---|---|---|---|",
+        f"| HTTP: `refine_many`, model + Jev judge per item | {cell('http refine_many')} | "
+        f"{ideal:.2f} s | **{t['http refine_many'] / ideal:.2f}×** |",
+        f"| HTTP: hand-written asyncio loop, same two calls (CPU floor) | {cell('http floor')} | "
+        f"latency bound {http_latency_bound:.2f} s | {t['http floor'] / http_latency_bound:.2f}× |",
+        f"| in process: `refine_many`, FunctionModel 50 ms | {cell('local refine_many')} | "
+        f"{local_ideal:.2f} s | {t['local refine_many'] / local_ideal:.2f}× |",
+        f"| in process: `asyncio.gather` + semaphore | {cell('local gather')} | "
+        f"{local_ideal:.2f} s | {t['local gather'] / local_ideal:.2f}× |",
+        "",
+        "| peak traced memory (tracemalloc, above baseline) | total | per in-flight refinement |",
+        "|---|---|---|",
+        f"| HTTP `refine_many` | {data['memory_http'] / 2**20:.1f} MiB "
+        f"| **{per_flight:.1f} KiB** |",
+        f"| in process `refine_many` | {data['memory_local'] / 2**20:.1f} MiB | "
+        f"{data['memory_local'] / concurrency / 1024:.1f} KiB |",
+        f"| in process `asyncio.gather` (a task per input) | "
+        f"{data['memory_gather'] / 2**20:.1f} MiB | "
+        f"{data['memory_gather'] / concurrency / 1024:.1f} KiB |",
+        "",
+        f"- `refine_many` over HTTP: **{t['http refine_many'] / ideal:.2f}× the ideal** "
+        f"(target ≤ 1.2×); ideal = max(latency bound {http_latency_bound:.2f} s, CPU floor "
+        f"{t['http floor']:.2f} s).",
+        f"- Memory per in-flight refinement: **{per_flight:.1f} KiB** (target < 50 KB); "
+        f"`gather` holds every input's task at once: "
+        f"{data['memory_gather'] / max(data['memory_local'], 1):.1f}× `refine_many`'s peak.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 inputs at 100, for a smoke run")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per contender")
+    args = parser.parse_args(argv)
+    n, concurrency, rounds = (1_000, 100, 1) if args.quick else (10_000, 500, args.rounds)
+    data = anyio.run(measure, n, concurrency, rounds)
+    print(report(data, n, concurrency, rounds))
+
+
+if __name__ == "__main__":
+    main()

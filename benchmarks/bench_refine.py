@@ -1,0 +1,282 @@
+"""Self-refine at scale: refinements that fail once then pass, against the ideal.
+
+Each refinement is two attempts; each attempt is one chat completion on `FakeOpenAIServer` and
+one System One call on `FakeJevServer`, both with 50 ms injected latency, both servers in
+separate processes so the CPU measured here is the client's alone. The judge's code check fails
+the first draft (it lacks the retry's feedback) and passes the second; its one Jev question is
+asked on every attempt.
+
+The ideal is max(latency bound, CPU floor): the latency bound is batches x critical path
+(ceil(N / concurrency) x 2 attempts x 2 calls x 50 ms); the CPU floor is a hand-written asyncio
+loop making the same HTTP calls with the raw `openai` client and `httpx2`, measured in the same
+run (its CPU time, alone on one core). The two contenders alternate round by round.
+
+    python -m benchmarks.bench_refine            # 1,000 refinements, 3 rounds
+    python -m benchmarks.bench_refine --quick    # 300 refinements, 1 round
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx2
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+from jevrefine import ChatClient, SelfRefineAdvisor, context_keys
+from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
+from jevrefine.jev import Judge, JudgeClient, JudgeInput, Noul, check, noul
+from jevrefine.models.openai import OpenAIChatModel
+
+LATENCY = 0.05
+MODEL = "fake-model"
+MARK = "rejected"  # a word of the feedback section: the retry's echo carries it, the first not
+QUESTION = Noul("Does `assistant_answer` respond to `user_question`?", when_false="Off topic")
+DEFECT = "The answer does not acknowledge the review"
+
+
+def _revised(judge_input: JudgeInput) -> bool:
+    return MARK in judge_input.assistant_answer
+
+
+def start(module: str) -> tuple[subprocess.Popen[str], str]:
+    """Start a fake server in its own process; its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, "--latency", str(LATENCY)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()
+    if not url.startswith("http"):
+        process.kill()
+        raise SystemExit(f"{module} did not start (printed {url!r})")
+    return process, url
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    assert process.stdin is not None
+    process.stdin.close()
+    process.wait(timeout=10)
+
+
+async def run_many(one: Callable[[int], Awaitable[None]], n: int, concurrency: int) -> None:
+    """`n` refinements, at most `concurrency` at once (workers pulling from a counter)."""
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < n:
+            index = next_index
+            next_index += 1
+            await one(index)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(min(concurrency, n)):
+            group.start_soon(worker)
+
+
+async def measure(
+    one: Callable[[int], Awaitable[None]], n: int, concurrency: int
+) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of `n` refinements."""
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await run_many(one, n, concurrency)
+    return time.perf_counter() - wall0, time.process_time() - cpu0
+
+
+def openai_client(url: str) -> AsyncOpenAI:
+    """The official client, its pool sized for the concurrency (the same for every contender).
+
+    With the default 100 keep-alive connections, 200 concurrent callers would reconnect on every
+    wave: that measures TCP handshakes, not the clients.
+    """
+    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
+    http = DefaultAsyncHttpxClient(limits=limits, timeout=30.0)
+    return AsyncOpenAI(api_key="bench", base_url=url, max_retries=0, http_client=http)
+
+
+class Raw:
+    """The hand-written loop: the same calls with `openai` and `httpx2`, no framework."""
+
+    def __init__(self, openai_url: str, jev_url: str) -> None:
+        self.openai = openai_client(openai_url)
+        limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
+        self.http = httpx2.AsyncClient(limits=limits, timeout=10.0)
+        self.jev_url = jev_url + "/v1/systemone"
+        self.questions = {"on_topic": QUESTION.to_wire()}
+        self.passed = 0
+
+    async def judge(self, question: str, answer: str) -> bool:
+        body = {
+            "state": {"user_question": f"user: {question}", "assistant_answer": answer},
+            "model": "jev-latest",
+            "questions": self.questions,
+        }
+        response = await self.http.post(
+            self.jev_url, json=body, headers={"authorization": "Bearer bench"}
+        )
+        response.raise_for_status()
+        answers = response.json()["answers"]
+        return MARK in answer and answers["on_topic"]["noul"] >= 0.0
+
+    async def one(self, index: int) -> None:
+        question = f"Question number {index}?"
+        user = question
+        for _ in range(2):
+            completion = await self.openai.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": user}], max_tokens=64
+            )
+            answer = completion.choices[0].message.content or ""
+            if await self.judge(question, answer):
+                self.passed += 1
+                return
+            feedback = f"- not_revised: {DEFECT}"
+            user = question + DEFAULT_FEEDBACK_TEMPLATE.replace("{feedback}", feedback)
+        raise AssertionError("the raw loop should pass on its second attempt")
+
+    async def aclose(self) -> None:
+        await self.openai.close()
+        await self.http.aclose()
+
+
+class Bare(Raw):
+    """The same hand-written loop, with the Jev call made by jevrefine's `JudgeClient`.
+
+    No ChatClient, advisor or Judge: the difference to `Ours` is the framework's own CPU.
+    """
+
+    def __init__(self, openai_url: str, jev_url: str) -> None:
+        super().__init__(openai_url, jev_url)
+        self.jev = JudgeClient("bench", base_url=jev_url, max_concurrency=1000)
+
+    async def judge(self, question: str, answer: str) -> bool:
+        state = {"user_question": f"user: {question}", "assistant_answer": answer}
+        response = await self.jev.system_one(state, {"on_topic": QUESTION})
+        return MARK in answer and response.noul("on_topic").noul >= 0.0
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.jev.aclose()
+
+
+class Ours:
+    """jevrefine: ChatClient + SelfRefineAdvisor(Judge(JudgeClient)) on OpenAIChatModel."""
+
+    def __init__(self, openai_url: str, jev_url: str) -> None:
+        self.openai = openai_client(openai_url)
+        self.model = OpenAIChatModel(MODEL, client=self.openai)
+        self.jev = JudgeClient("bench", base_url=jev_url, max_concurrency=1000)
+        judge = Judge(
+            self.jev,
+            [
+                check("not_revised", _revised, defect=DEFECT),
+                noul("on_topic", QUESTION, minimum=0.0),
+            ],
+        )
+        advisor = SelfRefineAdvisor(judge, max_repeat_attempts=1, fail_on_exhausted_attempts=True)
+        self.client = ChatClient(self.model, advisors=[advisor])
+        self.passed = 0
+
+    async def one(self, index: int) -> None:
+        response = (
+            await self.client.prompt(f"Question number {index}?").options(max_tokens=64).call()
+        )
+        report = response.context[context_keys.REFINE_REPORT]
+        assert report.outcome == "passed", report.outcome
+        assert len(report.attempts) == 2
+        self.passed += 1
+
+    async def aclose(self) -> None:
+        await self.openai.close()
+        await self.jev.aclose()
+
+
+async def run(args: argparse.Namespace) -> None:
+    openai_process, openai_url = start("jevrefine.testing._openai_server")
+    jev_process, jev_url = start("jevrefine.testing._jev_server")
+    try:
+        contenders: dict[str, Any] = {
+            "raw": Raw(openai_url, jev_url),
+            "bare": Bare(openai_url, jev_url),
+            "jevrefine": Ours(openai_url, jev_url),
+        }
+        for contender in contenders.values():  # warm-up: connections, imports, caches
+            await measure(contender.one, args.warmup, args.concurrency)
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+        for round_ in range(args.rounds):
+            order = list(contenders) if round_ % 2 == 0 else list(reversed(contenders))
+            for name in order:
+                results[name].append(await measure(contenders[name].one, args.n, args.concurrency))
+        for contender in contenders.values():
+            await contender.aclose()
+    finally:
+        stop(openai_process)
+        stop(jev_process)
+
+    n, concurrency = args.n, args.concurrency
+    attempts = 2 * n
+    latency_bound = math.ceil(n / concurrency) * 2 * 2 * LATENCY
+    raw_wall = statistics.median(w for w, _ in results["raw"])
+    raw_cpu = statistics.median(c for _, c in results["raw"])
+    bare_wall = statistics.median(w for w, _ in results["bare"])
+    bare_cpu = statistics.median(c for _, c in results["bare"])
+    our_wall = statistics.median(w for w, _ in results["jevrefine"])
+    our_cpu = statistics.median(c for _, c in results["jevrefine"])
+    ideal = max(latency_bound, raw_cpu)
+    framework_cpu = (our_cpu - bare_cpu) / attempts
+    print("## bench_refine: self-refine at scale")
+    print()
+    print(
+        f"{n:,} refinements failing once then passing (2 attempts, 4 HTTP calls each) on "
+        f"FakeOpenAIServer + FakeJevServer, {LATENCY * 1000:.0f} ms latency each, servers in "
+        f"separate processes; concurrency {concurrency}; {args.rounds} alternating round(s), "
+        "medians. Command: `python -m benchmarks.bench_refine"
+        f"{' --quick' if args.quick else ''}`."
+    )
+    print()
+    print("| | wall (s) | CPU (s) | wall / ideal |")
+    print("|---|---:|---:|---:|")
+    print(f"| latency bound (batches x critical path) | {latency_bound:.2f} | | |")
+    print(f"| CPU floor (raw openai + httpx2 loop, its CPU time) | | {raw_cpu:.2f} | |")
+    print(f"| **ideal** = max of the two | {ideal:.2f} | | 1.00x |")
+    print(f"| raw loop | {raw_wall:.2f} | {raw_cpu:.2f} | {raw_wall / ideal:.2f}x |")
+    print(
+        f"| bare loop (raw openai + jevrefine JudgeClient) | {bare_wall:.2f} | {bare_cpu:.2f} | "
+        f"{bare_wall / ideal:.2f}x |"
+    )
+    print(f"| jevrefine | {our_wall:.2f} | {our_cpu:.2f} | **{our_wall / ideal:.2f}x** |")
+    print()
+    print(
+        f"jevrefine / raw loop: wall {our_wall / raw_wall:.2f}x, CPU {our_cpu / raw_cpu:.2f}x. "
+        f"Framework CPU per attempt (ChatClient + SelfRefineAdvisor + Judge: jevrefine CPU - "
+        f"bare loop CPU, per attempt): {framework_cpu * 1e6:,.0f} µs "
+        f"({framework_cpu / (bare_cpu / attempts):.0%} of the bare loop's "
+        f"{bare_cpu / attempts * 1e6:,.0f} µs). Target: jevrefine wall <= 1.1x the ideal."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="300 refinements, one round")
+    args = parser.parse_args()
+    args.concurrency = 200
+    if args.quick:
+        args.n, args.rounds, args.warmup = 300, 1, 100
+    else:
+        args.n, args.rounds, args.warmup = 1000, 3, 200
+    anyio.run(run, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,441 @@
+"""`jevrefine run`, `jevrefine judge` and `jevrefine check-config`.
+
+Exit codes (also in the docs' CLI page):
+
+- 0: every input line was processed (or already in the output) without an error;
+- 1: some items failed (their `error` is set in the output) or some input lines were bad
+  (reported with their line number on stderr, and skipped);
+- 2: a usage or configuration error (bad flag, bad config file, unreadable input): nothing ran;
+- 130: interrupted; every line written so far is complete, so the same command resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+import anyio
+
+from ._cli_config import CliConfig, ConfigError, load_config, open_models
+from ._cli_io import BadLine, Record, count_lines, done_ids, open_output, read_records
+from .batch import RefineSummary, refine_iter
+from .client import ChatClient
+from .exceptions import JevrefineError
+from .jev.batch import BatchResult, iter_all
+from .messages import ChatOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from .client import PromptSpec
+    from .jev.judge import Judge
+
+__all__ = ["add_commands", "run_command"]
+
+EXIT_OK = 0
+EXIT_FAILURES = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def add_commands(commands: Any) -> None:
+    """Add `run`, `judge` and `check-config` to the `jevrefine` sub-command parsers."""
+    run = commands.add_parser("run", help="refine every prompt of a JSONL file, write JSONL")
+    _io_flags(run, "prompts")
+    _model_flags(run)
+    _judge_flags(run)
+    run.add_argument("--max-repeat-attempts", type=int, help="retries after the first answer")
+    run.add_argument("--token-budget", type=int, help="stop retrying at this many tokens")
+    judge = commands.add_parser(
+        "judge", help="judge question/answer pairs from a JSONL file, write verdicts"
+    )
+    _io_flags(judge, "question/answer pairs")
+    _model_flags(judge)
+    _judge_flags(judge)
+    check = commands.add_parser("check-config", help="validate the settings and print them")
+    check.add_argument("--config", help="a jevrefine.toml file")
+    _model_flags(check)
+    _judge_flags(check)
+
+
+def _io_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("input", nargs="?", help=f"JSONL file of {what} ('-' or none: stdin)")
+    parser.add_argument("-o", "--output", help="JSONL output ('-' or none: stdout)")
+    parser.add_argument("--config", help="a jevrefine.toml file (flags override it)")
+    parser.add_argument("--concurrency", type=int, help="items in flight at once (default 16)")
+    parser.add_argument("--id-field", help="the input's id field (default: id; else line number)")
+    parser.add_argument(
+        "--restart", action="store_true", help="overwrite the output instead of resuming it"
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar or summary table"
+    )
+
+
+def _model_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--provider", choices=["auto", "local", "openai", "anthropic"])
+    parser.add_argument("--model", help="model name (for local, a GGUF path)")
+    parser.add_argument("--base-url", help="an OpenAI- or Anthropic-compatible server")
+    parser.add_argument("--system", help="system message for every prompt")
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--max-tokens", type=int)
+
+
+def _judge_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--judge", choices=["rating", "jev", "none"], help="the judge's kind")
+    parser.add_argument("--judge-provider", choices=["auto", "local", "openai", "anthropic"])
+    parser.add_argument("--judge-model", help="the judge's model")
+    parser.add_argument("--judge-base-url", help="the judge's server")
+    parser.add_argument("--success-rating", type=int, help="least passing rating, 1-4")
+
+
+def config_of(args: argparse.Namespace) -> CliConfig:
+    """The settings: `--config` file, overridden by the flags given."""
+    flags = vars(args)
+    return load_config(
+        flags.get("config"),
+        {
+            "model": {
+                "provider": flags.get("provider"),
+                "name": flags.get("model"),
+                "base_url": flags.get("base_url"),
+                "system": flags.get("system"),
+                "temperature": flags.get("temperature"),
+                "max_tokens": flags.get("max_tokens"),
+            },
+            "judge": {
+                "kind": flags.get("judge"),
+                "provider": flags.get("judge_provider"),
+                "name": flags.get("judge_model"),
+                "base_url": flags.get("judge_base_url"),
+                "success_rating": flags.get("success_rating"),
+            },
+            "refine": {
+                "max_repeat_attempts": flags.get("max_repeat_attempts"),
+                "token_budget": flags.get("token_budget"),
+            },
+            "run": {"concurrency": flags.get("concurrency"), "id_field": flags.get("id_field")},
+        },
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run `run`, `judge` or `check-config`; returns the exit status."""
+    try:
+        config = config_of(args)
+        if args.command == "check-config":
+            print(json.dumps(config.describe(), indent=2))
+            return EXIT_OK
+        if args.input not in (None, "-"):
+            with open(args.input, "rb"):
+                pass  # unreadable input is a usage error, found before any model starts
+        batch = _Batch(args, config)
+        return anyio.run(batch.run)
+    except ConfigError as exc:
+        print(f"jevrefine {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"jevrefine {args.command}: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
+        return EXIT_USAGE
+    except JevrefineError as exc:
+        print(f"jevrefine {args.command} failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURES
+    except KeyboardInterrupt:
+        print(f"jevrefine {args.command}: interrupted; run it again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+@dataclass
+class _Stats:
+    done: int = 0
+    passed: int = 0
+    judged: int = 0
+    errors: int = 0
+    resumed: int = 0
+    bad: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def fields(self) -> dict[str, str]:
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        pass_rate = f"{self.passed / self.judged:.0%}" if self.judged else "-"
+        return {
+            "rate": f"{self.done / elapsed:,.1f}/s",
+            "pass_rate": pass_rate,
+            "tokens": f"{self.tokens:,}",
+            "errors": str(self.errors),
+        }
+
+
+class _Batch:
+    """One `run` or `judge` invocation: input, output, progress and the summary."""
+
+    def __init__(self, args: argparse.Namespace, config: CliConfig) -> None:
+        self.args = args
+        self.config = config
+        self.judging = args.command == "judge"
+        self.stats = _Stats()
+        self.console = _console(enabled=not args.no_progress)
+        self._bar: _Bar | None = None
+
+    def bar(self, total: int | None) -> _Bar:
+        """The progress bar, created on first use."""
+        if self._bar is None:
+            self._bar = _Bar(self.console, total)
+        return self._bar
+
+    async def run(self) -> int:
+        args, config = self.args, self.config
+        if self.judging and config.judge.kind == "none":
+            raise ConfigError("judge needs a judge: set --judge or [judge] kind")
+        # Both read whole files: on a worker thread, so a big file never blocks the loop.
+        skip = set() if args.restart else await anyio.to_thread.run_sync(done_ids, args.output)
+        total = await anyio.to_thread.run_sync(count_lines, args.input)
+        required = ("question", "answer") if self.judging else (config.run.prompt_field,)
+        records = read_records(
+            args.input,
+            required=required,
+            id_field=config.run.id_field,
+            skip_ids=skip,
+            on_bad=self._bad,
+            on_skip=self._skipped,
+        )
+        out = open_output(args.output, append=not args.restart)
+        try:
+            async with open_models(config) as models:
+                with self.bar(total):
+                    if self.judging:
+                        assert models.judge is not None
+                        await self._judge_all(models.judge, records, out)
+                    else:
+                        client = self._client(models.model, models.judge)
+                        await self._refine_all(client, records, out)
+                self._summary(models.description)
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        return EXIT_FAILURES if self.stats.errors or self.stats.bad else EXIT_OK
+
+    def _client(self, model: Any, judge: Judge | None) -> ChatClient:
+        section, refine = self.config.model, self.config.refine
+        advisors = []
+        if judge is not None:
+            from .advisors.self_refine import SelfRefineAdvisor
+
+            advisors.append(
+                SelfRefineAdvisor(
+                    judge,
+                    max_repeat_attempts=refine.max_repeat_attempts,
+                    fail_on_exhausted_attempts=refine.fail_on_exhausted_attempts,
+                    token_budget=refine.token_budget,
+                )
+            )
+        options = ChatOptions(temperature=section.temperature, max_tokens=section.max_tokens)
+        return ChatClient(model, system=section.system, advisors=advisors, options=options)
+
+    async def _refine_all(
+        self, client: ChatClient, records: AsyncGenerator[Record, None], out: IO[str]
+    ) -> None:
+        in_flight: dict[int, Record] = {}
+        prompt_field = self.config.run.prompt_field
+
+        async def specs() -> AsyncIterator[PromptSpec]:
+            # refine_iter numbers its inputs 0, 1, ...: remember each one's record until it ends.
+            async with aclosing(records):
+                async for index, record in _enumerate(records):
+                    in_flight[index] = record
+                    yield client.prompt(record.fields[prompt_field])
+
+        concurrency = self.config.run.concurrency
+        stream = refine_iter(client, specs(), concurrency=concurrency)
+        async with aclosing(stream):
+            async for result in stream:
+                record = in_flight.pop(result.index)
+                summary = RefineSummary.of(result)
+                row = {"id": record.id, "line": record.line, **summary.as_dict()}
+                del row["index"]
+                self.stats.tokens += summary.tokens
+                self._write(out, row, ok=summary.error is None, passed=summary.passed)
+
+    async def _judge_all(
+        self, judge: Judge, records: AsyncGenerator[Record, None], out: IO[str]
+    ) -> None:
+        from .jev.judge import JudgeInput
+
+        async def evaluate(record: Record) -> tuple[Record, Any]:
+            fields = record.fields
+            judge_input = JudgeInput(
+                fields["question"], fields["answer"], expected_output=fields.get("expected_output")
+            )
+            try:
+                return record, await judge.evaluate(judge_input)
+            except Exception as exc:
+                raise _Tagged(record, exc) from exc
+
+        concurrency = self.config.run.concurrency
+        results = iter_all(evaluate, records, concurrency=concurrency)
+        async with aclosing(results):
+            async for result in results:
+                self._write_verdict(out, result)
+
+    def _write_verdict(self, out: IO[str], result: BatchResult[Any]) -> None:
+        # The record rides along in the value, or in the error that wraps the item's own.
+        record, verdict, error = _untag(result)
+        row: dict[str, Any] = {"id": record.id, "line": record.line}
+        if error is not None:
+            row.update(passed=None, summary=None, feedback=None, error=_error_text(error))
+        else:
+            usage = verdict.response.usage if verdict.response is not None else None
+            row.update(
+                passed=verdict.passed,
+                summary=verdict.summary(),
+                feedback=verdict.feedback,
+                findings={f.criterion: f.outcome.name for f in verdict.findings},
+                tokens=usage.total_tokens if usage is not None else 0,
+                error=None,
+            )
+            self.stats.tokens += row["tokens"]
+        self._write(out, row, ok=error is None, passed=row["passed"])
+
+    def _write(self, out: IO[str], row: dict[str, Any], *, ok: bool, passed: bool | None) -> None:
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out.flush()  # each line is complete on disk: an interrupted run resumes from here
+        stats = self.stats
+        stats.done += 1
+        stats.errors += not ok
+        if passed is not None:
+            stats.judged += 1
+            stats.passed += passed
+        self.bar(None).advance(stats.fields())
+
+    def _bad(self, bad: BadLine) -> None:
+        self.stats.bad += 1
+        # Always reported, progress bar or not: a skipped line must never go unnoticed.
+        print(f"line {bad.line}: {bad.reason}; skipped", file=sys.stderr)
+        self.bar(None).advance(self.stats.fields())
+
+    def _skipped(self, record: Record) -> None:
+        self.stats.resumed += 1
+        self.bar(None).advance(self.stats.fields())
+
+    def _summary(self, where: str) -> None:
+        stats = self.stats
+        lines = {
+            "model": where,
+            "processed": f"{stats.done:,}",
+            "passed": f"{stats.passed:,} of {stats.judged:,} judged" if stats.judged else "-",
+            "errors": f"{stats.errors:,}",
+            "already done (resumed)": f"{stats.resumed:,}",
+            "bad input lines": f"{stats.bad:,}",
+            "tokens": f"{stats.tokens:,}",
+            "wall time": f"{time.perf_counter() - stats.started:.1f} s",
+            "rate": stats.fields()["rate"],
+        }
+        if self.console is None:
+            return
+        from rich.table import Table
+
+        table = Table(title=f"jevrefine {self.args.command}", show_header=False)
+        for name, value in lines.items():
+            table.add_row(name, value)
+        self.console.print(table)
+
+
+async def _enumerate(records: AsyncGenerator[Record, None]) -> AsyncIterator[tuple[int, Record]]:
+    index = 0
+    async for record in records:
+        yield index, record
+        index += 1
+
+
+class _Tagged(Exception):
+    """Carries a record with its item's error through `iter_all`."""
+
+    def __init__(self, record: Record, error: Exception) -> None:
+        super().__init__(str(error))
+        self.record = record
+        self.error = error
+
+
+def _untag(result: BatchResult[Any]) -> tuple[Record, Any, Exception | None]:
+    value = result.value
+    if isinstance(value, tuple):
+        return value[0], value[1], None
+    error = result.error
+    assert isinstance(error, _Tagged)
+    return error.record, None, error.error
+
+
+def _error_text(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _console(*, enabled: bool) -> Console | None:
+    if not enabled:
+        return None
+    try:
+        from rich.console import Console
+    except ImportError:
+        print('no progress bar: pip install "jevrefine[cli]" for one', file=sys.stderr)
+        return None
+    return Console(stderr=True)
+
+
+class _Bar:
+    """The live progress bar (rate, pass rate, tokens, errors) on stderr; silent when off."""
+
+    def __init__(self, console: Console | None, total: int | None) -> None:
+        self._progress: Progress | None = None
+        if console is None:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("pass {task.fields[pass_rate]}"),
+            TextColumn("{task.fields[tokens]} tokens"),
+            TextColumn("{task.fields[errors]} errors"),
+            TimeElapsedColumn(),
+            console=console,
+            refresh_per_second=4,
+        )
+        self._task = self._progress.add_task(
+            "jevrefine", total=total, rate="-", pass_rate="-", tokens="0", errors="0"
+        )
+
+    def __enter__(self) -> _Bar:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def advance(self, fields: dict[str, str]) -> None:
+        """One more line done; `fields` are the figures shown."""
+        if self._progress is not None:
+            self._progress.update(
+                self._task,
+                advance=1,
+                rate=fields["rate"],
+                pass_rate=fields["pass_rate"],
+                tokens=fields["tokens"],
+                errors=fields["errors"],
+            )

@@ -1,0 +1,115 @@
+"""Spans and events of the self-refine loop.
+
+One INTERNAL `invoke_workflow self_refine` span around the loop (attempt count, limit, outcome),
+one INTERNAL `self_refine.attempt` span per attempt (the model call and the judging call nest
+under it), and one `gen_ai.evaluation.result` event per criterion on the attempt it judged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ..telemetry import (
+    ERROR_TYPE,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_WORKFLOW_NAME,
+    error_type_of,
+)
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span
+
+    from ..jev.verdict import Verdict
+    from ..telemetry import Telemetry
+
+__all__ = [
+    "ATTEMPT_SPAN_NAME",
+    "EVALUATION_EVENT",
+    "LOOP_SPAN_NAME",
+    "end_loop",
+    "mark_failed",
+    "record_verdict",
+    "start_attempt",
+    "start_loop",
+]
+
+LOOP_SPAN_NAME: Final = "invoke_workflow self_refine"
+ATTEMPT_SPAN_NAME: Final = "self_refine.attempt"
+EVALUATION_EVENT: Final = "gen_ai.evaluation.result"
+
+REFINE_ATTEMPTS: Final = "jevrefine.refine.attempts"
+REFINE_MAX_REPEAT_ATTEMPTS: Final = "jevrefine.refine.max_repeat_attempts"
+REFINE_OUTCOME: Final = "jevrefine.refine.outcome"
+REFINE_ATTEMPT: Final = "jevrefine.refine.attempt"
+REFINE_PASSED: Final = "jevrefine.refine.passed"
+EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+
+
+def start_loop(telemetry: Telemetry, max_repeat_attempts: int, parent: Context | None) -> Span:
+    """Start (not make current) the loop span."""
+    return telemetry.tracer.start_span(
+        LOOP_SPAN_NAME,
+        context=parent,
+        kind=SpanKind.INTERNAL,
+        attributes={
+            GEN_AI_OPERATION_NAME: "invoke_workflow",
+            GEN_AI_WORKFLOW_NAME: "self_refine",
+            REFINE_MAX_REPEAT_ATTEMPTS: max_repeat_attempts,
+        },
+    )
+
+
+def end_loop(
+    telemetry: Telemetry,
+    span: Span,
+    attempts: int,
+    outcome: str | None,
+    error: BaseException | None = None,
+) -> None:
+    """Record the attempt count and outcome (and the error, if any), count it, end the span."""
+    span.set_attribute(REFINE_ATTEMPTS, attempts)
+    if outcome is not None:
+        span.set_attribute(REFINE_OUTCOME, outcome)
+        telemetry.refine_outcomes.add(1, {REFINE_OUTCOME: outcome})
+    if error is not None:
+        mark_failed(span, error)
+    span.end()
+
+
+def mark_failed(span: Span, error: BaseException) -> None:
+    """Status ERROR and `error.type`; never the exception's text (it may quote content)."""
+    span.set_attribute(ERROR_TYPE, error_type_of(error))
+    span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
+
+
+def start_attempt(telemetry: Telemetry, number: int) -> Span:
+    """Start (not make current) the span of attempt `number` (1 for the first)."""
+    return telemetry.tracer.start_span(
+        ATTEMPT_SPAN_NAME, kind=SpanKind.INTERNAL, attributes={REFINE_ATTEMPT: number}
+    )
+
+
+def record_verdict(span: Span, verdict: Verdict, response_id: str | None) -> None:
+    """One `gen_ai.evaluation.result` event per criterion, on the judged attempt's span."""
+    if not span.is_recording():
+        return
+    span.set_attribute(REFINE_PASSED, verdict.passed)
+    for finding in verdict.findings:
+        attributes: dict[str, Any] = {
+            EVALUATION_NAME: finding.criterion,
+            EVALUATION_SCORE_LABEL: finding.outcome.label,
+        }
+        if finding.score is not None:
+            attributes[EVALUATION_SCORE_VALUE] = float(finding.score)
+        if finding.detail:
+            attributes[EVALUATION_EXPLANATION] = finding.detail
+        if response_id:
+            attributes[GEN_AI_RESPONSE_ID] = response_id
+        span.add_event(EVALUATION_EVENT, attributes)

@@ -1,0 +1,432 @@
+"""`SelfRefineAdvisor`: judge every answer; when it falls short, say why and ask again.
+
+```python
+judge = Judge(JudgeClient(), criteria=[noul("is_grounded", Noul("...", when_false="..."), 0.7)])
+client = ChatClient(model, tools=[weather],
+                    advisors=[SelfRefineAdvisor(judge, max_repeat_attempts=3)])
+response = await client.prompt("What is the weather in Paris?").call()
+report = response.context[context_keys.REFINE_REPORT]      # attempts, outcome, usage
+```
+
+Each attempt calls the rest of the chain once and judges the answer. A failed verdict's feedback
+is appended to the **original** request's last user message for the next attempt, so feedback
+never compounds. When attempts run out the best attempt is returned (most criteria passed net of
+failed, the later one on a tie), or `SelfRefineFailedError` is raised. Where it sits decides what
+the judge sees and what a retry re-runs: see `SelfRefineAdvisor.DEFAULT_ORDER` and
+`SelfRefineAdvisor.BEFORE_TOOLS_ORDER`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
+
+from opentelemetry import trace
+
+from .. import context_keys
+from .._request import ChatClientRequest, ChatClientResponse
+from ..exceptions import JevrefineError, ModelError, UserError
+from ..jev.errors import JudgeError
+from ..jev.judge import Judge, JudgeInput
+from ..messages import Usage
+from ..tools import record_tool_calls
+from ._refine_input import (
+    retry_prompt,
+    tool_calls_from_prompt,
+    tool_calls_from_records,
+    user_question,
+)
+from ._refine_telemetry import end_loop, mark_failed, record_verdict, start_attempt, start_loop
+from .chain import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+from .tool_calling import ToolCallingAdvisor
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator, Sequence
+
+    from opentelemetry.trace import Span
+
+    from ..jev.verdict import Verdict
+    from ..telemetry import Telemetry
+    from .chain import CallAdvisorChain
+
+__all__ = [
+    "DEFAULT_FEEDBACK_TEMPLATE",
+    "Attempt",
+    "JudgeErrorPolicy",
+    "RefineReport",
+    "SelfRefineAdvisor",
+    "SelfRefineFailedError",
+    "SkipPredicate",
+    "default_skip_evaluation",
+]
+
+_log = logging.getLogger("jevrefine.self_refine")
+
+SkipPredicate: TypeAlias = Callable[[ChatClientRequest, ChatClientResponse], bool]
+"""`(attempt request, response) -> True` to return the response unjudged."""
+
+DEFAULT_FEEDBACK_TEMPLATE: Final = (
+    "\n\nA reviewer rejected an earlier answer to this request:\n{feedback}\n"
+    "Write a new answer that fixes every point above."
+)
+"""Appended to the original last user message on a retry; `{feedback}` is the verdict's feedback
+and `{answer}` (optional) the rejected answer."""
+
+
+class JudgeErrorPolicy(enum.Enum):
+    """What to do when the judging call itself fails."""
+
+    FAIL_OPEN = "fail_open"
+    """On a transient failure (connection error, timeout, 408, 429, 5xx) log a warning and return
+    the response unjudged. Client errors (400, 401, 403, 404, 422, ...) are still raised."""
+    FAIL_CLOSED = "fail_closed"
+    """Raise every judging error: an unjudged answer never ships."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt: the answer, its verdict (`None` when unjudged) and the model's usage."""
+
+    index: int
+    """1 for the first attempt."""
+    answer: str
+    """The attempt's answer text."""
+    verdict: Verdict | None
+    """The judge's verdict; `None` when the answer was skipped or could not be judged."""
+    usage: Usage = field(default_factory=Usage)
+    """The model's tokens for this attempt (tool rounds included)."""
+
+    @property
+    def judge_usage(self) -> Usage:
+        """The judging call's tokens (zero when nothing was sent)."""
+        response = self.verdict.response if self.verdict is not None else None
+        return response.usage if response is not None else Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class RefineReport:
+    """What one refinement did; stored under `context_keys.REFINE_REPORT` for every outcome."""
+
+    attempts: list[Attempt]
+    """Every attempt, in order."""
+    outcome: str
+    """`passed`, `best_attempt`, `failed`, `unjudged` or `skipped`."""
+    model_usage: Usage = field(default_factory=Usage)
+    """The model's tokens, summed over the attempts."""
+    judge_usage: Usage = field(default_factory=Usage)
+    """The judge's tokens, summed over the judging calls."""
+    chosen: int | None = field(default=None, kw_only=True)
+    """The `index` of the attempt returned (`None` when none was: `failed`)."""
+
+    @property
+    def total_usage(self) -> Usage:
+        """Model and judge tokens together (what a `token_budget` counts)."""
+        return self.model_usage + self.judge_usage
+
+    @property
+    def passed(self) -> bool:
+        """Whether an attempt passed the judge."""
+        return self.outcome == "passed"
+
+
+class SelfRefineFailedError(JevrefineError):
+    """Attempts ran out without a passing verdict and `fail_on_exhausted_attempts` was set.
+
+    `verdict` is the last attempt's verdict (`.summary()`, `.failures()` with each `.detail`);
+    `attempts` holds every attempt's answer, verdict and usage; `report` the whole report.
+    """
+
+    def __init__(self, verdict: Verdict, attempts: Sequence[Attempt], report: RefineReport):
+        self.verdict = verdict
+        """The final attempt's verdict."""
+        self.attempts = list(attempts)
+        """Every attempt, in order."""
+        self.report = report
+        """The refinement's report (outcome `failed`)."""
+        super().__init__(
+            f"self-refine gave up after {len(self.attempts)} attempt(s): {verdict.summary()}"
+        )
+
+
+def default_skip_evaluation(request: ChatClientRequest, response: ChatClientResponse) -> bool:
+    """Skip what is not the model's answer: tool calls, return-direct results, guardrail refusals.
+
+    A guardrail refusal (context `jev.guardrail.outcome`) is not judged: retrying does not make an
+    unsafe request safe. Seed 000 describes the older behaviour, where the refusal is judged and
+    retried; pass `skip_evaluation=` without the guardrail test to get it back.
+    """
+    context = response.context
+    if context.get(context_keys.TOOL_RETURN_DIRECT) or context.get(context_keys.GUARDRAIL_OUTCOME):
+        return True
+    return any(g.output.tool_calls for g in response.chat_response.results)
+
+
+class SelfRefineAdvisor:
+    """Judges every answer and retries with the judge's feedback, a bounded number of times.
+
+    Args:
+        judge: What each answer is evaluated against.
+        max_repeat_attempts: Retries after the first attempt, 1 to `MAX_REPEAT_ATTEMPTS_LIMIT`.
+        fail_on_exhausted_attempts: Raise `SelfRefineFailedError` instead of returning the best
+            attempt when attempts run out.
+        skip_evaluation: `(request, response) -> bool`; true returns the response unjudged
+            (default: `default_skip_evaluation`).
+        judge_error_policy: What to do when the judging call fails (`JudgeErrorPolicy`).
+        order: The position in the chain: `DEFAULT_ORDER` or `BEFORE_TOOLS_ORDER`.
+        feedback_template: Appended to the original last user message on a retry; must contain
+            `{feedback}`; may contain `{answer}` (the rejected answer).
+        token_budget: Stop retrying once model and judge tokens together reach this.
+
+    Streaming is refused: a verdict needs the whole answer.
+    """
+
+    name: str = "self_refine"
+    DEFAULT_ORDER: ClassVar[int] = LOWEST_PRECEDENCE - 2000
+    """Inside everything else: the judge sees retrieval and the tool calls in the prompt; a retry
+    re-asks the model without re-running retrieval or tools."""
+    BEFORE_TOOLS_ORDER: ClassVar[int] = HIGHEST_PRECEDENCE + 250
+    """Between memory and the tool loop: tool calls are recorded per attempt and a retry re-runs
+    the tools (and retrieval at order 0, with the feedback in its query)."""
+    MAX_REPEAT_ATTEMPTS_LIMIT: ClassVar[int] = 100
+    """The cap on `max_repeat_attempts`: a criterion the model cannot meet must not loop forever."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        *,
+        max_repeat_attempts: int = 3,
+        fail_on_exhausted_attempts: bool = False,
+        skip_evaluation: SkipPredicate = default_skip_evaluation,
+        judge_error_policy: JudgeErrorPolicy = JudgeErrorPolicy.FAIL_OPEN,
+        order: int = DEFAULT_ORDER,
+        feedback_template: str = DEFAULT_FEEDBACK_TEMPLATE,
+        token_budget: int | None = None,
+    ) -> None:
+        if not isinstance(judge, Judge):
+            raise UserError(f"SelfRefineAdvisor needs a Judge, got {type(judge).__name__}")
+        limit = self.MAX_REPEAT_ATTEMPTS_LIMIT
+        if (
+            isinstance(max_repeat_attempts, bool)
+            or not isinstance(max_repeat_attempts, int)
+            or not 1 <= max_repeat_attempts <= limit
+        ):
+            raise UserError(
+                f"max_repeat_attempts must be an int from 1 to {limit}, got "
+                f"{max_repeat_attempts!r}; retrying until an answer passes is not supported"
+            )
+        if not callable(skip_evaluation):
+            raise UserError("skip_evaluation must be a function (request, response) -> bool")
+        if not isinstance(judge_error_policy, JudgeErrorPolicy):
+            raise UserError(
+                f"judge_error_policy must be a JudgeErrorPolicy, got {judge_error_policy!r}"
+            )
+        if isinstance(order, bool) or not isinstance(order, int):
+            raise UserError(f"order must be an int, got {order!r}")
+        if not isinstance(feedback_template, str) or "{feedback}" not in feedback_template:
+            raise UserError("feedback_template must be a str containing {feedback}")
+        if token_budget is not None and (
+            isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
+        ):
+            raise UserError(f"token_budget must be a positive int or None, got {token_budget!r}")
+        self.judge = judge
+        """What each answer is evaluated against."""
+        self.max_repeat_attempts = max_repeat_attempts
+        """Retries after the first attempt."""
+        self.fail_on_exhausted_attempts = fail_on_exhausted_attempts
+        """Raise instead of returning the best attempt."""
+        self.skip_evaluation = skip_evaluation
+        """Which responses are returned unjudged."""
+        self.judge_error_policy = judge_error_policy
+        """What a failing judging call does."""
+        self.order = order
+        """Position in the chain."""
+        self.feedback_template = feedback_template
+        """The retry section appended to the original last user message."""
+        self.token_budget = token_budget
+        """Model + judge tokens after which no further attempt is made."""
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        """Run attempts until one passes, attempts run out, or the answer is not to be judged."""
+        rest = chain.copy(self)
+        telemetry = chain.telemetry
+        loop = _Loop(request, rest, telemetry)
+        span = start_loop(telemetry, self.max_repeat_attempts, chain.trace_parent)
+        try:
+            with trace.use_span(
+                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
+                response = await self._refine(loop)
+        except BaseException as exc:
+            end_loop(telemetry, span, len(loop.attempts), loop.outcome, exc)
+            raise
+        end_loop(telemetry, span, len(loop.attempts), loop.outcome)
+        return response
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        """Refused: a verdict needs the whole answer. Use `call()` / `content()`."""
+        raise NotImplementedError("a verdict needs the whole answer; use call() or content()")
+        yield  # pragma: no cover - makes this an async generator that raises when iterated
+
+    async def _refine(self, loop: _Loop) -> ChatClientResponse:
+        request = loop.request
+        # Only an advisor outside the tool loop has to record: inside it, the calls are in the
+        # prompt it receives.
+        record = bool(request.tools) and any(
+            isinstance(a, ToolCallingAdvisor) for a in loop.rest.advisors
+        )
+        question = user_question(request.prompt)
+        earlier_calls = tool_calls_from_prompt(request.prompt.messages)
+        documents = request.context.get(context_keys.RETRIEVAL_DOCUMENTS) or ()
+        previous: tuple[Verdict, str] | None = None
+        for number in range(1, self.max_repeat_attempts + 2):
+            prompt = request.prompt
+            if previous is not None:
+                prompt = retry_prompt(prompt, self._section(*previous))
+            span = start_attempt(loop.telemetry, number)
+            # Exception texts may quote model output: the span gets the error type, not the text.
+            with (
+                trace.use_span(
+                    span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+                ),
+                _failure_marked(span),
+            ):
+                if record:
+                    tools, records = record_tool_calls(request.tools)
+                    attempt_request = request.copy(prompt=prompt, tools=tools)
+                else:
+                    records = []
+                    attempt_request = request.copy(prompt=prompt)
+                response = await loop.rest.next_call(attempt_request)
+                usage = response.chat_response.metadata.usage
+                loop.model_usage = loop.model_usage + usage
+                answer = response.content
+                if self.skip_evaluation(attempt_request, response):
+                    loop.attempts.append(Attempt(number, answer, None, usage))
+                    return loop.finish(response, "skipped", number)
+                calls = earlier_calls + tool_calls_from_records(records)
+                judge_input = JudgeInput(
+                    question, answer, supporting_context=tuple(documents), tool_calls=calls
+                )
+                # Checks and conditions run here, outside the policy: their exceptions are bugs.
+                plan = await self.judge.prepare(judge_input)
+                try:
+                    verdict = await self.judge.ask(plan)
+                except (JudgeError, ModelError) as exc:
+                    if not self._fails_open(exc):
+                        raise
+                    _log.warning(
+                        "self-refine: judging attempt %d failed (%s: %s); returning it unjudged",
+                        number,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    loop.attempts.append(Attempt(number, answer, None, usage))
+                    return loop.finish(response, "unjudged", number)
+                record_verdict(span, verdict, response.chat_response.metadata.id)
+            attempt = Attempt(number, answer, verdict, usage)
+            loop.attempts.append(attempt)
+            loop.judge_usage = loop.judge_usage + attempt.judge_usage
+            loop.responses[number] = response
+            if verdict.passed:
+                return loop.finish(response, "passed", number)
+            if self.token_budget is not None and loop.spent >= self.token_budget:
+                break
+            previous = (verdict, answer)
+        return self._exhausted(loop)
+
+    def _section(self, verdict: Verdict, answer: str) -> str:
+        return self.feedback_template.replace("{answer}", answer).replace(
+            "{feedback}", verdict.feedback
+        )
+
+    def _fails_open(self, error: JevrefineError) -> bool:
+        # Only an outage fails open; a client error is a misconfiguration and must be seen.
+        return self.judge_error_policy is JudgeErrorPolicy.FAIL_OPEN and error.is_transient
+
+    def _exhausted(self, loop: _Loop) -> ChatClientResponse:
+        judged = [a for a in loop.attempts if a.verdict is not None]
+        last = judged[-1]
+        assert last.verdict is not None
+        if self.fail_on_exhausted_attempts:
+            report = loop.report("failed", None)
+            raise SelfRefineFailedError(last.verdict, loop.attempts, report)
+        # Most passed net of failed; on a tie the later attempt (max keeps the first maximum,
+        # so compare (score, index)).
+        best = max(judged, key=lambda a: (a.verdict.net_score if a.verdict else 0, a.index))
+        return loop.finish(loop.responses[best.index], "best_attempt", best.index)
+
+    def __repr__(self) -> str:
+        return (
+            f"SelfRefineAdvisor({self.judge!r}, max_repeat_attempts={self.max_repeat_attempts}, "
+            f"order={self.order})"
+        )
+
+
+@contextlib.contextmanager
+def _failure_marked(span: Span) -> Iterator[None]:
+    try:
+        yield
+    except BaseException as exc:
+        mark_failed(span, exc)
+        raise
+
+
+class _Loop:
+    """The state of one refinement: attempts, usage, and how it ended."""
+
+    __slots__ = (
+        "attempts",
+        "judge_usage",
+        "model_usage",
+        "outcome",
+        "request",
+        "responses",
+        "rest",
+        "telemetry",
+    )
+
+    def __init__(
+        self, request: ChatClientRequest, rest: CallAdvisorChain, telemetry: Telemetry
+    ) -> None:
+        self.request = request
+        self.rest = rest
+        self.telemetry = telemetry
+        self.attempts: list[Attempt] = []
+        self.responses: dict[int, ChatClientResponse] = {}
+        self.model_usage = Usage()
+        self.judge_usage = Usage()
+        self.outcome: str | None = None
+
+    @property
+    def spent(self) -> int:
+        return (self.model_usage + self.judge_usage).total_tokens
+
+    def report(self, outcome: str, chosen: int | None) -> RefineReport:
+        """Build the report, note the outcome, and store it in the caller's context."""
+        self.outcome = outcome
+        report = RefineReport(
+            list(self.attempts), outcome, self.model_usage, self.judge_usage, chosen=chosen
+        )
+        self.request.context[context_keys.REFINE_REPORT] = report
+        return report
+
+    def finish(self, response: ChatClientResponse, outcome: str, chosen: int) -> ChatClientResponse:
+        """The response to return: the report in its context, the model usage summed."""
+        report = self.report(outcome, chosen)
+        context: dict[str, Any] = response.context
+        context[context_keys.REFINE_REPORT] = report
+        metadata = response.chat_response.metadata
+        if metadata.usage == self.model_usage:
+            return response
+        chat_response = replace(
+            response.chat_response, metadata=replace(metadata, usage=self.model_usage)
+        )
+        return response.copy(chat_response=chat_response)

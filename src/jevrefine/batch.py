@@ -1,0 +1,249 @@
+"""Refine many prompts at once: `refine_many` (input order) and `refine_iter` (completion order).
+
+```python
+results = await jr.refine_many(client, prompts, concurrency=64)
+for result in results:
+    print(result.index, result.unwrap().content if result.ok else result.error)
+
+async with contextlib.aclosing(jr.refine_iter(client, huge_async_source())) as stream:
+    async for result in stream:  # as each finishes, with its input index
+        summary = jr.RefineSummary.of(result)
+        print(summary.index, summary.passed, summary.attempts, summary.tokens)
+```
+
+An input is a prompt text (`client.prompt(text)`) or a `PromptSpec` (called as it is, so it may
+carry its own system message, options and advisors). Each input gets one `BatchResult`; a failure
+stays in its own slot with its typed error. The refinement itself is whatever the client's advisor
+chain does: with a `SelfRefineAdvisor` in it, each response carries a `RefineReport` in its
+context, which `RefineSummary` reads (attempts, outcome, verdict, model and judge usage).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from ._request import ChatClientResponse
+from .client import ChatClient, PromptSpec
+from .context_keys import REFINE_REPORT
+from .exceptions import UserError
+from .jev.batch import BatchResult, iter_all
+from .messages import Usage
+
+__all__ = ["DEFAULT_CONCURRENCY", "RefineInput", "RefineSummary", "refine_iter", "refine_many"]
+
+DEFAULT_CONCURRENCY = 16
+"""How many refinements run at once when `concurrency` is not given."""
+
+RefineInput: TypeAlias = str | PromptSpec
+"""One batch input: a prompt text, or a prompt spec built with `client.prompt()`."""
+
+OnResult: TypeAlias = Callable[[BatchResult[ChatClientResponse]], Awaitable[object] | object]
+"""A callback run (and awaited, when it returns an awaitable) on each result as it finishes."""
+
+
+async def refine_iter(
+    client: ChatClient,
+    inputs: Iterable[RefineInput] | AsyncIterable[RefineInput],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    fail_fast: bool = False,
+    on_result: OnResult | None = None,
+) -> AsyncGenerator[BatchResult[ChatClientResponse], None]:
+    """Refine every input, at most `concurrency` at a time; yield results in completion order.
+
+    Each `BatchResult` carries its input's `index`. Memory stays bounded for any number of
+    inputs: `inputs` (a list, a generator or an async iterable) is read one item at a time, only
+    when a refinement slot is free, and at most about 2 × `concurrency` inputs and results are
+    held at once.
+
+    Args:
+        client: the client every input goes through (its advisors do the refining).
+        inputs: prompt texts or `PromptSpec`s.
+        concurrency: the most refinements in flight at once.
+        fail_fast: stop at the first failure: cancel what is in flight and raise it. Otherwise
+            every failure is yielded in its own slot and the batch goes on.
+        on_result: called on each result before it is yielded; an exception it raises stops the
+            batch (cancelling what is in flight) and propagates.
+
+    Leaving the loop early, or cancelling the task iterating it, cancels every refinement in
+    flight. Wrap the generator in `contextlib.aclosing(...)` so that an early `break` does this at
+    once rather than when the generator is garbage-collected.
+
+    Raises:
+        UserError: `client` is not a `ChatClient` or `concurrency` is below 1.
+    """
+    if not isinstance(client, ChatClient):
+        raise UserError(
+            f"refine_iter needs a ChatClient, got {type(client).__name__}; "
+            "pass ChatClient(model, advisors=[SelfRefineAdvisor(judge)])"
+        )
+
+    async def refine(item: RefineInput) -> ChatClientResponse:
+        return await _spec_of(client, item).call()
+
+    results = iter_all(refine, inputs, concurrency=concurrency, fail_fast=fail_fast)
+    async with aclosing(results):
+        async for result in results:
+            if on_result is not None:
+                outcome = on_result(result)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            yield result
+
+
+async def refine_many(
+    client: ChatClient,
+    inputs: Iterable[RefineInput] | AsyncIterable[RefineInput],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    fail_fast: bool = False,
+    on_result: OnResult | None = None,
+) -> list[BatchResult[ChatClientResponse]]:
+    """Refine every input, at most `concurrency` at a time; one result per input, in input order.
+
+    Takes the same arguments as `refine_iter` (which see). The inputs are never materialised,
+    but the returned list holds every result: for millions of inputs, stream with
+    `refine_iter` and write each result out instead.
+
+    Raises:
+        UserError: `client` is not a `ChatClient` or `concurrency` is below 1.
+        Exception: with `fail_fast=True`, the first failure.
+    """
+    results: list[BatchResult[ChatClientResponse]] = []
+    stream = refine_iter(
+        client, inputs, concurrency=concurrency, fail_fast=fail_fast, on_result=on_result
+    )
+    async with aclosing(stream):
+        async for result in stream:
+            results.append(result)
+    # Indexes are 0..n-1 without gaps, so sorting realigns them with the inputs.
+    results.sort(key=lambda result: result.index)
+    return results
+
+
+def _spec_of(client: ChatClient, item: object) -> PromptSpec:
+    if isinstance(item, str):
+        return client.prompt(item)
+    if isinstance(item, PromptSpec):
+        return item
+    raise UserError(
+        f"a batch input must be a str or a PromptSpec, got {type(item).__name__}; "
+        "pass client.prompt(...) for anything richer than a text"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RefineSummary:
+    """The per-item figures of one batch result: answer, pass/fail, attempts, usage, error.
+
+    Built with `RefineSummary.of(result)`. When the response carries a `RefineReport` (the client
+    has a `SelfRefineAdvisor`), `passed`, `outcome`, `attempts` and `verdict` come from it and the
+    usage counts model and judge tokens; otherwise `attempts` is 1, `passed`/`outcome` are `None`
+    and the usage is the model's.
+    """
+
+    index: int
+    """The input's position."""
+    answer: str | None
+    """The answer's text; `None` when the item failed."""
+    passed: bool | None
+    """Whether the judge passed the answer; `None` when unjudged or failed."""
+    outcome: str | None
+    """The refine outcome (`passed`, `best_attempt`, `failed`, `unjudged`, `skipped`), if any."""
+    attempts: int
+    """How many answers the model gave (0 when the item failed before a report existed)."""
+    model_usage: Usage
+    """The model's tokens over every attempt."""
+    judge_usage: Usage
+    """The judge's tokens over every attempt."""
+    verdict: Any
+    """The judge's verdict on the returned answer, when there is one."""
+    error: str | None
+    """`"ErrorType: message"` when the item failed."""
+
+    @property
+    def tokens(self) -> int:
+        """Model plus judge tokens."""
+        return self.model_usage.total_tokens + self.judge_usage.total_tokens
+
+    @classmethod
+    def of(cls, result: BatchResult[ChatClientResponse]) -> RefineSummary:
+        """Summarise one result of `refine_many` / `refine_iter`.
+
+        A failure that carries a report (`SelfRefineFailedError.report`) still counts its
+        attempts and tokens.
+        """
+        response = result.value
+        if result.error is not None or response is None:
+            error = result.error
+            report = getattr(error, "report", None)
+            attempts = list(getattr(report, "attempts", ()))
+            return cls(
+                index=result.index,
+                answer=None,
+                passed=False if report is not None else None,
+                outcome=getattr(report, "outcome", None),
+                attempts=len(attempts),
+                model_usage=getattr(report, "model_usage", Usage()),
+                judge_usage=getattr(report, "judge_usage", Usage()),
+                verdict=getattr(error, "verdict", None),
+                error=f"{type(error).__name__}: {error}" if error is not None else "no value",
+            )
+        report = response.context.get(REFINE_REPORT)
+        if report is None:
+            return cls(
+                index=result.index,
+                answer=response.content,
+                passed=None,
+                outcome=None,
+                attempts=1,
+                model_usage=response.chat_response.metadata.usage,
+                judge_usage=Usage(),
+                verdict=None,
+                error=None,
+            )
+        # Read the report by its pinned attribute names, so this module does not import the
+        # self-refine advisor (and works with any advisor storing a compatible report).
+        attempts = list(getattr(report, "attempts", ()))
+        outcome = getattr(report, "outcome", None)
+        return cls(
+            index=result.index,
+            answer=response.content,
+            passed=None if outcome in (None, "unjudged", "skipped") else outcome == "passed",
+            outcome=outcome,
+            attempts=len(attempts),
+            model_usage=getattr(report, "model_usage", Usage()),
+            judge_usage=getattr(report, "judge_usage", Usage()),
+            verdict=_verdict_of(attempts, getattr(report, "chosen", None), response.content),
+            error=None,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON-ready values (the verdict as its `passed`/`score` if any)."""
+        return {
+            "index": self.index,
+            "answer": self.answer,
+            "passed": self.passed,
+            "outcome": self.outcome,
+            "attempts": self.attempts,
+            "tokens": self.tokens,
+            "model_tokens": self.model_usage.total_tokens,
+            "judge_tokens": self.judge_usage.total_tokens,
+            "error": self.error,
+        }
+
+
+def _verdict_of(attempts: list[Any], chosen: object, answer: str) -> Any:
+    # The returned answer may be the best attempt rather than the last: take its verdict.
+    if isinstance(chosen, int):
+        for attempt in attempts:
+            if getattr(attempt, "index", None) == chosen:
+                return getattr(attempt, "verdict", None)
+    for attempt in reversed(attempts):
+        if getattr(attempt, "answer", None) == answer:
+            return getattr(attempt, "verdict", None)
+    return getattr(attempts[-1], "verdict", None) if attempts else None

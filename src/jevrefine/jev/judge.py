@@ -1,0 +1,331 @@
+"""`Judge`: criteria + a `SystemOneClient` -> a `Verdict` for one answer.
+
+```python
+judge = Judge(JudgeClient(), criteria=[
+    check("short", lambda i: len(i.assistant_answer.split()) <= 50, defect="Longer than 50 words"),
+    noul("is_grounded", Noul("Is every value in `assistant_answer` supported by `tool_calls`?",
+                             when_false="States a value no tool returned"), minimum=0.7),
+])
+verdict = await judge.evaluate(JudgeInput("user: Weather in Paris?", "It is 15 °C.", tool_calls=[
+    {"name": "weather", "arguments": {"location": "Paris"}, "result": "15 °C, sunny"}]))
+```
+
+Code checks run first, locally; then every question criterion goes out in **one** `system_one`
+call (the service answers them in parallel). `rating_judge` is the seed-003 helpfulness judge as a
+preset.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+from .criteria import (
+    CheckCriterion,
+    Criterion,
+    Predicate,
+    QuestionCriterion,
+    answer_kind_error,
+    check_criteria,
+    score,
+    unmet_dependency,
+)
+from .errors import JudgeUsageError
+from .protocol import SystemOneClient
+from .questions import Score
+from .verdict import FeedbackRenderer, Finding, Outcome, Verdict, render_feedback
+
+if TYPE_CHECKING:
+    from ..models.base import ChatModel
+
+__all__ = [
+    "RATING_LEVELS",
+    "RATING_QUESTION",
+    "Judge",
+    "JudgeInput",
+    "JudgePlan",
+    "rating_judge",
+]
+
+_RESERVED: Final = frozenset(
+    {"user_question", "assistant_answer", "expected_output", "supporting_context", "tool_calls"}
+)
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_SKIPPED_AFTER_CHECK: Final = "skipped, a code check already failed"
+
+
+def _tool_call_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return {k: value.get(k) for k in ("name", "arguments", "result")}
+    if all(hasattr(value, a) for a in ("name", "arguments", "result")):  # e.g. a ToolCallRecord
+        return {"name": value.name, "arguments": value.arguments, "result": value.result}
+    raise JudgeUsageError(
+        f"a tool call is a dict with name, arguments and result, got {type(value).__name__}"
+    )
+
+
+def _document_text(value: Any) -> Any:
+    # Retrieved documents carry their text in `.text`; plain strings and JSON values pass as is.
+    text = getattr(value, "text", None)
+    return text if isinstance(text, str) else value
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeInput:
+    """What the judge reads about one answer; `state()` is the state sent to the service."""
+
+    user_question: str
+    """The conversation the answer replies to, one `role: text` line per message."""
+    assistant_answer: str
+    """The answer being judged."""
+    expected_output: str | None = None
+    """A reference answer, when there is one."""
+    supporting_context: Sequence[Any] = ()
+    """Retrieved documents (text, or objects with a `.text`), one entry per document."""
+    tool_calls: Sequence[Mapping[str, Any]] = ()
+    """Tool calls and their results, `{name, arguments, result}` each."""
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Custom fields, sent after the standard ones, in the order given."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.user_question, str) or not isinstance(self.assistant_answer, str):
+            raise JudgeUsageError("user_question and assistant_answer must be str")
+        object.__setattr__(self, "supporting_context", tuple(self.supporting_context))
+        calls = tuple(MappingProxyType(_tool_call_dict(c)) for c in self.tool_calls)
+        object.__setattr__(self, "tool_calls", calls)
+        clash = sorted(_RESERVED.intersection(self.extra))
+        if clash:
+            raise JudgeUsageError(f"extra field(s) {clash} would replace standard fields; rename")
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+    def state(self) -> dict[str, Any]:
+        """The state sent to the service, keys in the order the judge should read them.
+
+        `user_question`, `assistant_answer`, then when present `expected_output`,
+        `supporting_context`, `tool_calls`, then the custom fields. Empty lists are left out.
+        """
+        state: dict[str, Any] = {
+            "user_question": self.user_question,
+            "assistant_answer": self.assistant_answer,
+        }
+        if self.expected_output is not None:
+            state["expected_output"] = self.expected_output
+        if self.supporting_context:
+            state["supporting_context"] = [_document_text(d) for d in self.supporting_context]
+        if self.tool_calls:
+            state["tool_calls"] = [dict(c) for c in self.tool_calls]
+        state.update(self.extra)
+        return state
+
+
+@dataclass(frozen=True, slots=True)
+class JudgePlan:
+    """The local half of an evaluation: code-check findings and the questions to send.
+
+    `Judge.prepare` makes one (running user code: checks and `applies_when`); `Judge.ask` makes
+    the one remote call. Callers that treat a failing judging call differently from a failing
+    check (`SelfRefineAdvisor`) use the two halves.
+    """
+
+    input: JudgeInput
+    """What is being judged."""
+    local: Mapping[str, Finding]
+    """Findings already known: code checks, and questions that are not applicable."""
+    send: tuple[QuestionCriterion, ...]
+    """The question criteria to ask, in declaration order."""
+
+
+class Judge:
+    """Evaluates an answer against criteria: code checks locally, questions in one call.
+
+    Args:
+        client: Whatever answers the questions: `JudgeClient` (Jev) or `ModelJudgeClient`.
+        criteria: Built with `noul`, `score`, `choice` and `check`; names unique, at least one
+            question, dependencies (`when_passed`, `when_chosen`) pointing backwards.
+        fail_fast: When a code check fails, skip the judging call; every question is then
+            NOT_APPLICABLE ("skipped, a code check already failed").
+        min_confidence: A choice or score whose supporting share (the probability on the
+            verdict's side) is below this is INCONCLUSIVE. Nouls are not affected.
+        fail_on_inconclusive: Count INCONCLUSIVE findings as failures.
+        fail_on_error: Count ERROR findings (a missing or unusable answer) as failures.
+        feedback_renderer: Turns a failed verdict into the model's feedback (default: one
+            `- <detail>` line per failure, then the inconclusive ones).
+        model: The judge model to ask (default: the client's).
+    """
+
+    def __init__(
+        self,
+        client: SystemOneClient,
+        criteria: Sequence[Criterion],
+        *,
+        fail_fast: bool = False,
+        min_confidence: float | None = None,
+        fail_on_inconclusive: bool = False,
+        fail_on_error: bool = False,
+        feedback_renderer: FeedbackRenderer | None = None,
+        model: str | None = None,
+    ) -> None:
+        if not callable(getattr(client, "system_one", None)):
+            raise JudgeUsageError(
+                f"Judge needs a SystemOneClient (JudgeClient or ModelJudgeClient), got "
+                f"{type(client).__name__}"
+            )
+        if isinstance(criteria, str | bytes) or not isinstance(criteria, Sequence):
+            raise JudgeUsageError("criteria must be a list of noul(), score(), choice(), check()")
+        if min_confidence is not None and not 0 <= min_confidence <= 1:
+            raise JudgeUsageError(f"min_confidence must be between 0 and 1, got {min_confidence}")
+        self.client = client
+        """What answers the questions."""
+        self.criteria = check_criteria(criteria)
+        """The criteria, in declaration order."""
+        self.fail_fast = fail_fast
+        """Skip the judging call once a code check failed."""
+        self.min_confidence = min_confidence
+        """The least supporting share of a conclusive choice or score."""
+        self.fail_on_inconclusive = fail_on_inconclusive
+        """Whether INCONCLUSIVE counts as failed."""
+        self.fail_on_error = fail_on_error
+        """Whether ERROR counts as failed."""
+        self.feedback_renderer: FeedbackRenderer = feedback_renderer or render_feedback
+        """Renders a failed verdict's feedback."""
+        self.model = model
+        """The judge model asked (`None`: the client's default)."""
+
+    @property
+    def questions(self) -> dict[str, Any]:
+        """Every question criterion's question, by name."""
+        return {c.name: c.question for c in self.criteria if isinstance(c, QuestionCriterion)}
+
+    async def evaluate(self, judge_input: JudgeInput) -> Verdict:
+        """Judge one answer: code checks, then one call with every applicable question.
+
+        Raises:
+            JudgeError: the judging call failed (see the client's errors).
+            Exception: whatever a code check or `applies_when` raised (a bug, never a verdict).
+        """
+        return await self.ask(await self.prepare(judge_input))
+
+    async def prepare(self, judge_input: JudgeInput) -> JudgePlan:
+        """Run the code checks and `applies_when` conditions; decide what to send."""
+        if not isinstance(judge_input, JudgeInput):
+            raise JudgeUsageError(f"evaluate() needs a JudgeInput, got {type(judge_input)}")
+        local: dict[str, Finding] = {}
+        failed_check = False
+        for criterion in self.criteria:
+            if isinstance(criterion, CheckCriterion):
+                ok = await _call(criterion.predicate, judge_input)
+                if ok:
+                    local[criterion.name] = Finding(criterion.name, True, Outcome.PASSED, "", 1.0)
+                else:
+                    failed_check = True
+                    detail = f"{criterion.name}: {criterion.defect}"
+                    local[criterion.name] = Finding(
+                        criterion.name, False, Outcome.FAILED, detail, 0.0
+                    )
+        send: list[QuestionCriterion] = []
+        for criterion in self.criteria:
+            if not isinstance(criterion, QuestionCriterion):
+                continue
+            if failed_check and self.fail_fast:
+                local[criterion.name] = _not_applicable(criterion.name, _SKIPPED_AFTER_CHECK)
+            elif criterion.applies_when is not None and not await _call(
+                criterion.applies_when, judge_input
+            ):
+                local[criterion.name] = _not_applicable(criterion.name, "applies_when was false")
+            else:
+                send.append(criterion)
+        return JudgePlan(judge_input, MappingProxyType(local), tuple(send))
+
+    async def ask(self, plan: JudgePlan) -> Verdict:
+        """Make the one judging call for `plan` (none when nothing is to be sent); the verdict."""
+        response = None
+        if plan.send:
+            response = await self.client.system_one(
+                plan.input.state(), {c.name: c.question for c in plan.send}, model=self.model
+            )
+        found: dict[str, Finding] = dict(plan.local)
+        for criterion in self.criteria:
+            if criterion.name in found or not isinstance(criterion, QuestionCriterion):
+                continue
+            assert response is not None  # sent: it is in plan.send
+            answer = response.answers.get(criterion.name)
+            error = answer_kind_error(criterion, answer)
+            if error is not None:
+                found[criterion.name] = Finding(criterion.name, answer, Outcome.ERROR, error)
+                continue
+            assert answer is not None
+            finding = criterion.decide(answer, self.min_confidence)
+            unmet = unmet_dependency(criterion, found)
+            if unmet is not None:
+                finding = Finding(criterion.name, answer, Outcome.NOT_APPLICABLE, unmet)
+            found[criterion.name] = finding
+        findings = tuple(found[c.name] for c in self.criteria)
+        counted = tuple(f for f in findings if self._counts_as_failed(f.outcome))
+        verdict = Verdict(not counted, findings, response, "", counted)
+        if verdict.passed:
+            return verdict
+        feedback = self.feedback_renderer(verdict) or verdict.summary()
+        return Verdict(False, findings, response, feedback, counted)
+
+    def _counts_as_failed(self, outcome: Outcome) -> bool:
+        return (
+            outcome is Outcome.FAILED
+            or (outcome is Outcome.INCONCLUSIVE and self.fail_on_inconclusive)
+            or (outcome is Outcome.ERROR and self.fail_on_error)
+        )
+
+    def __repr__(self) -> str:
+        names = ", ".join(c.name for c in self.criteria)
+        return f"Judge({self.client!r}, criteria=[{names}])"
+
+
+def _not_applicable(name: str, reason: str) -> Finding:
+    return Finding(name, None, Outcome.NOT_APPLICABLE, f"{name}: not applicable, {reason}")
+
+
+async def _call(predicate: Predicate, judge_input: JudgeInput) -> bool:
+    result = predicate(judge_input)
+    if inspect.isawaitable(result):
+        result = await result
+    return bool(result)
+
+
+RATING_LEVELS: Final = (
+    "1 - Unhelpful: the answer ignores the question, is wrong, or covers only a sliver of it.",
+    "2 - Weak: the answer touches the question but misses key parts or gets some facts wrong.",
+    "3 - Helpful: the answer addresses the question correctly; it could be clearer or fuller.",
+    "4 - Excellent: the answer is relevant, direct, correct and addresses every concern raised.",
+)
+"""The 1-4 helpfulness rubric of `rating_judge` (our wording of seed 003's scale)."""
+
+RATING_QUESTION: Final = (
+    "Rate how well `assistant_answer` answers the concerns expressed in `user_question`, on the "
+    "scale below. Judge what is actually said, not its length or tone."
+)
+"""The instructions of `rating_judge`'s helpfulness score."""
+
+
+def rating_judge(chat_model: ChatModel, *, success_rating: int = 3) -> Judge:
+    """Seed 003's LLM-as-a-judge in one line: a 1-4 helpfulness rating by a separate model.
+
+    A `Judge` with one 4-level `Score` named `helpfulness` (level index = rating - 1), answered by
+    `ModelJudgeClient(chat_model)`, passing when the rating reaches `success_rating`.
+
+    ```python
+    advisor = SelfRefineAdvisor(rating_judge(judge_model, success_rating=4), max_repeat_attempts=15)
+    ```
+
+    Use a different model from the one being judged, to avoid self-preference.
+    """
+    from .model_judge import ModelJudgeClient
+
+    if isinstance(success_rating, bool) or success_rating not in (1, 2, 3, 4):
+        raise JudgeUsageError(f"success_rating must be 1, 2, 3 or 4, got {success_rating!r}")
+    rubric = Score(RATING_QUESTION, levels=list(RATING_LEVELS))
+    return Judge(
+        ModelJudgeClient(chat_model),
+        [score("helpfulness", rubric, minimum=success_rating - 1)],
+    )

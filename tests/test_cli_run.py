@@ -1,0 +1,292 @@
+"""`jevrefine run`, `judge` and `check-config` end to end on the fake OpenAI and Jev servers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from jevrefine import cli
+from jevrefine.testing import FakeJevServer, FakeOpenAIServer
+
+SECRET = "sk-test-do-not-print-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("TYPESAFE_API_KEY", SECRET)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+def write_jsonl(path: Path, rows: list[Any], *, extra_lines: tuple[str, ...] = ()) -> Path:
+    lines = [json.dumps(row) for row in rows] + list(extra_lines)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def jev_config(tmp_path: Path, jev_url: str, **refine: Any) -> Path:
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in refine.items())
+    config = tmp_path / "jevrefine.toml"
+    config.write_text(
+        f"""
+[model]
+provider = "openai"
+name = "fake-model"
+system = "Answer briefly."
+max_tokens = 50
+
+[judge]
+kind = "jev"
+base_url = "{jev_url}"
+
+[[judge.criteria]]
+name = "is_good"
+question = "Is `assistant_answer` good?"
+when_false = "The answer is not good"
+minimum = 0.7
+
+[refine]
+max_repeat_attempts = 1
+{extra}
+[run]
+concurrency = 4
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def good_unless_bad(state: dict[str, Any], questions: dict[str, Any]) -> dict[str, float]:
+    """P(yes) = 0.9, except for answers that mention 'bad'."""
+    low = "bad" in state["assistant_answer"]
+    return {question: 0.1 if low else 0.9 for question in questions}
+
+
+async def run_cli(*argv: str) -> int:
+    # main() starts its own event loop: run it on a worker thread, beside the fake servers'.
+    return await anyio.to_thread.run_sync(cli.main, list(argv))
+
+
+async def test_run_refines_with_a_judge_and_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompts = [{"id": f"q{i}", "prompt": f"question {i}"} for i in range(6)]
+    prompts.append({"id": "q-bad", "prompt": "a bad one"})
+    source = write_jsonl(tmp_path / "in.jsonl", prompts)
+    output = tmp_path / "out.jsonl"
+    async with FakeOpenAIServer() as model, FakeJevServer(good_unless_bad) as jev:
+        config = jev_config(tmp_path, jev.base_url)
+        code = await run_cli(
+            "run", str(source), "-o", str(output), "--config", str(config),
+            "--base-url", model.base_url, "--concurrency", "3",
+        )  # fmt: skip
+        judged = len(jev.requests)
+    assert code == 0
+    rows = {row["id"]: row for row in read_jsonl(output)}
+    assert set(rows) == {p["id"] for p in prompts}
+    assert rows["q0"]["answer"] == "Echo: question 0"
+    assert (rows["q0"]["passed"], rows["q0"]["attempts"], rows["q0"]["outcome"]) == (
+        True,
+        1,
+        "passed",
+    )
+    bad = rows["q-bad"]
+    assert (bad["passed"], bad["attempts"], bad["outcome"]) == (False, 2, "best_attempt")
+    assert rows["q0"]["model_tokens"] > 0
+    assert judged == 6 + 2
+    err = capsys.readouterr().err
+    assert "6 of 7 judged" in err  # the summary table
+    assert "pass 86%" in err  # the progress bar's final state
+    assert SECRET not in err
+
+
+async def test_resume_skips_done_ids_and_bad_lines_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompts = [{"id": i, "prompt": f"question {i}"} for i in range(5)]
+    source = write_jsonl(
+        tmp_path / "in.jsonl",
+        prompts,
+        extra_lines=("{not json", '{"id": 9}', '["a list"]', json.dumps(prompts[0])),
+    )
+    output = tmp_path / "out.jsonl"
+    # A previous run wrote ids 0 and 1, then died in the middle of a line.
+    output.write_text(
+        json.dumps({"id": 0, "answer": "old"}) + "\n" + json.dumps({"id": 1}) + '\n{"id": 2, "ans',
+        encoding="utf-8",
+    )
+    async with FakeOpenAIServer() as model:
+        code = await run_cli(
+            "run", str(source), "-o", str(output), "--provider", "openai",
+            "--base-url", model.base_url, "--judge", "none", "--no-progress",
+        )  # fmt: skip
+        asked = [r["messages"][-1]["content"] for r in model.chat_requests]
+    assert code == 1  # bad lines make the exit status 1
+    assert sorted(asked) == ["question 2", "question 3", "question 4"]
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert lines[2] == '{"id": 2, "ans'  # the cut line is left alone, on its own line
+    rows = [json.loads(line) for line in lines[3:]]
+    assert sorted(row["id"] for row in rows) == ["2", "3", "4"]
+    assert all(row["passed"] is None and row["attempts"] == 1 for row in rows)
+    err = capsys.readouterr().err
+    assert "line 6: not valid JSON" in err
+    assert "line 7: field 'prompt' is missing" in err
+    assert "line 8: expected a JSON object, got list" in err
+    assert "line 9: duplicate id '0'" in err
+
+
+async def test_model_failures_are_rows_with_errors_and_exit_1(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", ["first", "second"])
+    output = tmp_path / "out.jsonl"
+    async with FakeOpenAIServer() as model:
+        model.fail(400, times=1)  # 400 is not retried: exactly one item fails
+        code = await run_cli(
+            "run", str(source), "-o", str(output), "--provider", "openai",
+            "--base-url", model.base_url, "--judge", "none", "--no-progress", "--concurrency", "1",
+        )  # fmt: skip
+    assert code == 1
+    rows = read_jsonl(output)
+    assert [row["id"] for row in rows] == ["1", "2"]  # bare strings: the id is the line number
+    assert rows[0]["error"].startswith("ModelHTTPError")
+    assert SECRET not in rows[0]["error"]
+    assert rows[1]["answer"] == "Echo: second"
+
+
+async def test_judge_command_writes_verdicts(tmp_path: Path) -> None:
+    pairs = [
+        {"id": "a", "question": "What is 2+2?", "answer": "4"},
+        {"id": "b", "question": "What is 2+2?", "answer": "a bad answer"},
+        {"id": "c", "question": "no answer field"},
+    ]
+    source = write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    output = tmp_path / "verdicts.jsonl"
+    async with FakeJevServer(good_unless_bad) as jev:
+        config = jev_config(tmp_path, jev.base_url)
+        code = await run_cli(
+            "judge", str(source), "-o", str(output), "--config", str(config), "--no-progress"
+        )
+    assert code == 1  # the pair without an answer is a bad line
+    rows = {row["id"]: row for row in read_jsonl(output)}
+    assert set(rows) == {"a", "b"}
+    assert rows["a"]["passed"] is True
+    assert rows["a"]["findings"] == {"is_good": "PASSED"}
+    assert rows["b"]["passed"] is False
+    assert "not good" in rows["b"]["feedback"]
+
+
+def test_check_config_prints_settings_but_no_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = jev_config(tmp_path, "http://127.0.0.1:9/v1", token_budget=500)
+    assert cli.main(["check-config", "--config", str(config), "--temperature", "0.3"]) == 0
+    out = capsys.readouterr().out
+    described = json.loads(out)
+    assert described["model"]["temperature"] == 0.3  # the flag overrides the file
+    assert described["refine"]["token_budget"] == 500
+    assert described["api_keys"]["openai"] == "set"
+    assert SECRET not in out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[model]\nprovider = 'nope'\n", "model.provider"),
+        ("[model\n", "not valid TOML"),
+        ("[judge]\nkind = 'jev'\n", "at least one [[judge.criteria]]"),
+        ("[run]\nconcurency = 3\n", "run.concurency"),
+    ],
+)
+def test_bad_config_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(content, encoding="utf-8")
+    assert cli.main(["check-config", "--config", str(config)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_input_or_config_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", str(tmp_path / "missing.jsonl"), "--judge", "none"]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+    assert cli.main(["check-config", "--config", str(tmp_path / "none.toml")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+async def test_stdin_to_stdout_in_a_subprocess(tmp_path: Path) -> None:
+    async with FakeOpenAIServer() as model:
+        result = await anyio.run_process(
+            [
+                sys.executable, "-m", "jevrefine", "run", "--provider", "openai",
+                "--base-url", model.base_url, "--judge", "none",
+            ],
+            input=b'{"id": "x", "prompt": "hello"}\n"bare prompt"\n',
+            env={**os.environ, "OPENAI_API_KEY": SECRET},
+            check=False,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr.decode()
+    rows = sorted(
+        (json.loads(line) for line in result.stdout.decode().splitlines()), key=lambda r: r["id"]
+    )
+    assert [(r["id"], r["answer"]) for r in rows] == [
+        ("2", "Echo: bare prompt"),
+        ("x", "Echo: hello"),
+    ]
+    assert SECRET not in result.stderr.decode()
+
+
+def test_demo_is_still_a_command() -> None:
+    parser = cli.build_parser()
+    assert parser.parse_args(["demo", "hi"]).command == "demo"
+    assert parser.parse_args(["run", "in.jsonl"]).command == "run"
+
+
+def test_help_lists_the_commands() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "jevrefine", "--help"], capture_output=True, text=True, check=True
+    )
+    for command in ("demo", "run", "judge", "check-config"):
+        assert command in result.stdout
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_run_on_the_local_model(tmp_path: Path) -> None:
+    # The real SmolLM2 answers and a rating judge (the same model) judges; the CLI starts its
+    # own llama.cpp server, so it runs in a subprocess (as the demo's test does).
+    if importlib.util.find_spec("xllamacpp") is None and not os.environ.get("CI"):
+        pytest.skip('the local model needs xllamacpp: pip install "jevrefine[local]"')
+    source = tmp_path / "in.jsonl"
+    source.write_text('"Name one colour."\n{broken\n', encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "jevrefine", "run", str(source), "-o", str(output),
+            "--provider", "local", "--max-tokens", "30", "--max-repeat-attempts", "1",
+            "--concurrency", "1",
+        ],
+        capture_output=True, text=True, env=env, timeout=540, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # the broken line
+    assert "line 2: not valid JSON" in result.stderr
+    (row,) = read_jsonl(output)
+    assert row["error"] is None, row
+    assert row["answer"].strip()
+    assert row["attempts"] in (1, 2)
+    assert row["outcome"] in ("passed", "best_attempt")
+    assert row["judge_tokens"] > 0
