@@ -7,10 +7,15 @@ with the interquartile range.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,9 @@ class Measurement:
 
     name: str
     per_op: list[float]
+    cpu_per_op: list[float] = field(default_factory=list)
+    """This process's CPU time per operation, one value per round (the client's alone when the
+    server runs in another process)."""
 
     @property
     def median(self) -> float:
@@ -45,19 +53,83 @@ async def interleaved(
         for _ in range(warmup):
             await call()
     times: dict[str, list[float]] = {name: [] for name in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
     names = list(contenders)
     for round_index in range(rounds):
         # Alternate the order too, so no contender always runs right after another.
         order = names if round_index % 2 == 0 else list(reversed(names))
         for name in order:
             call = contenders[name]
-            started = time.perf_counter()
+            cpu0, started = time.process_time(), time.perf_counter()
             for _ in range(ops_per_round):
                 await call()
             times[name].append((time.perf_counter() - started) / ops_per_round)
-    return {name: Measurement(name, values) for name, values in times.items()}
+            cpu[name].append((time.process_time() - cpu0) / ops_per_round)
+    return {name: Measurement(name, values, cpu[name]) for name, values in times.items()}
 
 
 def micros(seconds: float) -> str:
     """Seconds as microseconds, for tables."""
     return f"{seconds * 1e6:,.1f} µs"
+
+
+# -- machine-readable results -------------------------------------------------------------------
+#
+# `python -m benchmarks` runs each module in its own process and sets JEVREFINE_BENCH_JSON to a
+# file for it; a module writes its numbers there with `emit`. Run alone, a module just prints.
+
+JSON_ENV = "JEVREFINE_BENCH_JSON"
+
+
+def spread_of(values: Sequence[float]) -> tuple[float, float]:
+    """The interquartile range of `values` (min and max when there are fewer than four)."""
+    if len(values) < 4:
+        return (min(values), max(values))
+    q = statistics.quantiles(values, n=4)
+    return (q[0], q[2])
+
+
+def bar(label: str, values: Sequence[float], *, scale: float = 1.0) -> dict[str, Any]:
+    """One bar of a figure: the median of `values` and its spread, times `scale` (a unit change)."""
+    low, high = spread_of(values)
+    return {
+        "label": label,
+        "median": statistics.median(values) * scale,
+        "low": low * scale,
+        "high": high * scale,
+        "samples": len(values),
+    }
+
+
+def figure(
+    name: str,
+    title: str,
+    unit: str,
+    bars: list[dict[str, Any]],
+    *,
+    ideal: float | None = None,
+    ideal_label: str = "ideal",
+) -> dict[str, Any]:
+    """A plot: horizontal bars (median, whisker = spread), optionally a dashed ideal line."""
+    return {
+        "name": name,
+        "title": title,
+        "unit": unit,
+        "bars": bars,
+        "ideal": ideal,
+        "ideal_label": ideal_label,
+    }
+
+
+def emit(markdown: str, data: dict[str, Any], figures: Sequence[dict[str, Any]] = ()) -> None:
+    """Print the Markdown section; write the numbers and figures where the harness asked."""
+    sys.stdout.write(markdown.rstrip() + "\n")
+    path = os.environ.get(JSON_ENV)
+    if path:
+        payload = {"markdown": markdown, "data": data, "figures": list(figures)}
+        Path(path).write_text(json.dumps(payload, indent=2, default=str))
+
+
+def skipped(reason: str) -> dict[str, str]:
+    """A contender left out of this run, and why (for the JSON and the report)."""
+    return {"skipped": reason}

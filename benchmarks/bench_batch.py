@@ -48,6 +48,8 @@ from jevrefine.jev.judge import Judge
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FunctionModel
 
+from ._harness import bar, emit, figure
+
 LATENCY = 0.05
 
 SERVERS = """
@@ -238,6 +240,7 @@ async def measure(n: int, concurrency: int, rounds: int) -> dict[str, Any]:
     return {
         "times": {k: statistics.median(v) for k, v in times.items()},
         "spread": {k: (min(v), max(v)) for k, v in times.items()},
+        "samples": times,
         "memory_http": memory_http,
         "memory_local": memory_local,
         "memory_gather": memory_gather,
@@ -300,7 +303,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     n, concurrency, rounds = (1_000, 100, 1) if args.quick else (10_000, 500, args.rounds)
     data = anyio.run(measure, n, concurrency, rounds)
-    print(report(data, n, concurrency, rounds))
+    waves = math.ceil(n / concurrency)
+    ideal = max(waves * 2 * LATENCY, data["times"]["http floor"])
+    bars = [bar(name, values) for name, values in data["samples"].items()]
+    emit(
+        report(data, n, concurrency, rounds),
+        {"n": n, "concurrency": concurrency, "rounds": rounds, "ideal_http": ideal, **data},
+        [
+            figure(
+                "batch",
+                f"Batch refinement: {n:,} inputs at concurrency {concurrency} (wall time)",
+                "seconds",
+                bars,
+                ideal=ideal,
+                ideal_label="ideal over HTTP",
+            )
+        ],
+    )
 
 
 if __name__ == "__main__":

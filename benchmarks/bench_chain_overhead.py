@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
 from typing import Any
 
 import anyio
@@ -24,7 +23,7 @@ import anyio
 import jevrefine as jr
 from jevrefine.testing import FunctionModel
 
-from ._harness import interleaved, micros
+from ._harness import bar, emit, figure, interleaved, micros
 
 
 class NoOp:
@@ -145,7 +144,39 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rounds, ops = (5, 200) if args.quick else (21, 1000)
     data = anyio.run(lambda: measure(rounds=rounds, ops=ops))
-    sys.stdout.write(report(data, rounds=rounds, ops=ops) + "\n")
+    times = {m.name: m.per_op for m in data["measurements"].values()}
+    overheads = {
+        "jevrefine ChatClient (3 advisors)": _minus(
+            times["jevrefine ChatClient (3 advisors)"], times["jevrefine direct"]
+        ),
+        "pydantic-ai Agent.run": _minus(
+            times["pydantic-ai Agent.run"], times["pydantic-ai direct"]
+        ),
+    }
+    emit(
+        report(data, rounds=rounds, ops=ops),
+        {
+            "rounds": rounds,
+            "ops": ops,
+            "time_per_call": times,
+            "overhead": overheads,
+            "ratio_median": data["ratio_median"],
+        },
+        [
+            figure(
+                "chain_overhead",
+                "Framework overhead per call, in process (FunctionModel): framework − direct",
+                "µs per call",
+                [bar(name, values, scale=1e6) for name, values in overheads.items()],
+                ideal=0.0,
+                ideal_label="physical limit (0)",
+            )
+        ],
+    )
+
+
+def _minus(a: list[float], b: list[float]) -> list[float]:
+    return [x - y for x, y in zip(a, b, strict=True)]
 
 
 if __name__ == "__main__":

@@ -5,14 +5,13 @@ server runs in a separate process, so the CPU measured here (this process's) is 
 The two clients alternate, A/B then B/A, over several rounds in one run; medians are reported, with
 the ratio JudgeClient / official (higher is better for calls/s, lower for CPU per call).
 
-    python benchmarks/bench_judge_client.py            # full run
-    python benchmarks/bench_judge_client.py --quick    # a few seconds
+    python -m benchmarks.bench_judge_client            # full run
+    python -m benchmarks.bench_judge_client --quick    # a few seconds
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from typing import Any
 import anyio
 
 from jevrefine.jev import Choice, JudgeClient, Noul, Score
+
+from ._harness import bar, emit, figure
 
 STATE = {
     "user_question": "user: I was charged twice for my subscription this month. Please help.",
@@ -126,24 +127,54 @@ async def run(args: argparse.Namespace) -> None:
         process.stdin.close()
         process.wait(timeout=10)
 
-    print(
-        f"FakeJevServer in a separate process at {url}; {args.rounds} alternating rounds, medians"
-    )
-    print(f"{'concurrency':>11} | {'client':<13} | {'calls/s':>8} | {'CPU µs/call':>11}")
+    lines = [
+        "## Jev client: JudgeClient vs the official typesafe-sdk AsyncTypeSafeClient",
+        "",
+        f"`system_one` with three questions on `FakeJevServer` (zero latency, its own process); "
+        f"{args.rounds} alternating rounds, medians (interquartile range). CPU is this process's, "
+        "the client's. The physical limit at concurrency 1 is the server's round trip; the ratio "
+        "is what a user gains by switching. Command: `python -m benchmarks.bench_judge_client"
+        f"{' --quick' if args.quick else ''}`.",
+        "",
+        "| concurrency | client | calls/s | CPU per call |",
+        "|---:|---|---:|---:|",
+    ]
+    figures = []
+    summary: dict[str, Any] = {}
     for concurrency in (1, 64):
         rows = {}
         for name in clients:
             samples = results[(name, concurrency)]
-            rate = statistics.median(s[0] for s in samples)
-            cpu = statistics.median(s[1] for s in samples)
-            rows[name] = (rate, cpu)
-            print(f"{concurrency:>11} | {name:<13} | {rate:>8.0f} | {cpu * 1e6:>11.0f}")
+            rate = bar(name, [s[0] for s in samples])
+            cpu = bar(name, [s[1] for s in samples], scale=1e6)
+            rows[name] = (rate["median"], cpu["median"])
+            lines.append(
+                f"| {concurrency} | {name} | {rate['median']:,.0f} "
+                f"({rate['low']:,.0f} – {rate['high']:,.0f}) | {cpu['median']:,.0f} µs |"
+            )
         ours_rate, ours_cpu = rows["jevrefine"]
         their_rate, their_cpu = rows["typesafe-sdk"]
-        print(
-            f"{concurrency:>11} | {'ratio':<13} | {ours_rate / their_rate:>7.2f}x |"
-            f" {ours_cpu / their_cpu:>10.2f}x"
+        lines.append(
+            f"| {concurrency} | **jevrefine / typesafe-sdk** | **{ours_rate / their_rate:.2f}×** "
+            f"| **{ours_cpu / their_cpu:.2f}×** |"
         )
+        summary[str(concurrency)] = {
+            "rate_ratio": ours_rate / their_rate,
+            "cpu_ratio": ours_cpu / their_cpu,
+            "samples": {name: results[(name, concurrency)] for name in clients},
+        }
+        figures.append(
+            figure(
+                f"jev_client_c{concurrency}",
+                f"Jev client: CPU per call at concurrency {concurrency}",
+                "µs per call",
+                [
+                    bar(name, [s[1] for s in results[(name, concurrency)]], scale=1e6)
+                    for name in clients
+                ],
+            )
+        )
+    emit("\n".join(lines), {"rounds": args.rounds, "concurrency": summary}, figures)
 
 
 def main() -> None:
@@ -154,6 +185,7 @@ def main() -> None:
         "--quick", action="store_true", help="fewer calls and rounds (a few seconds)"
     )
     args = parser.parse_args()
+    args.quick = bool(args.quick)
     if args.quick:
         args.rounds, args.calls_seq, args.calls_conc, args.warmup = 2, 200, 600, 200
     else:

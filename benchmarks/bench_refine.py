@@ -35,6 +35,8 @@ from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
 from jevrefine.jev import Judge, JudgeClient, JudgeInput, Noul, check, noul
 from jevrefine.models.openai import OpenAIChatModel
 
+from ._harness import bar, emit, figure
+
 LATENCY = 0.05
 MODEL = "fake-model"
 MARK = "rejected"  # a word of the feedback section: the retry's echo carries it, the first not
@@ -233,35 +235,57 @@ async def run(args: argparse.Namespace) -> None:
     our_cpu = statistics.median(c for _, c in results["jevrefine"])
     ideal = max(latency_bound, raw_cpu)
     framework_cpu = (our_cpu - bare_cpu) / attempts
-    print("## bench_refine: self-refine at scale")
-    print()
-    print(
+    lines: list[str] = []
+    lines.append("## bench_refine: self-refine at scale")
+    lines.append("")
+    lines.append(
         f"{n:,} refinements failing once then passing (2 attempts, 4 HTTP calls each) on "
         f"FakeOpenAIServer + FakeJevServer, {LATENCY * 1000:.0f} ms latency each, servers in "
         f"separate processes; concurrency {concurrency}; {args.rounds} alternating round(s), "
         "medians. Command: `python -m benchmarks.bench_refine"
         f"{' --quick' if args.quick else ''}`."
     )
-    print()
-    print("| | wall (s) | CPU (s) | wall / ideal |")
-    print("|---|---:|---:|---:|")
-    print(f"| latency bound (batches x critical path) | {latency_bound:.2f} | | |")
-    print(f"| CPU floor (raw openai + httpx2 loop, its CPU time) | | {raw_cpu:.2f} | |")
-    print(f"| **ideal** = max of the two | {ideal:.2f} | | 1.00x |")
-    print(f"| raw loop | {raw_wall:.2f} | {raw_cpu:.2f} | {raw_wall / ideal:.2f}x |")
-    print(
+    lines.append("")
+    lines.append("| | wall (s) | CPU (s) | wall / ideal |")
+    lines.append("|---|---:|---:|---:|")
+    lines.append(f"| latency bound (batches x critical path) | {latency_bound:.2f} | | |")
+    lines.append(f"| CPU floor (raw openai + httpx2 loop, its CPU time) | | {raw_cpu:.2f} | |")
+    lines.append(f"| **ideal** = max of the two | {ideal:.2f} | | 1.00x |")
+    lines.append(f"| raw loop | {raw_wall:.2f} | {raw_cpu:.2f} | {raw_wall / ideal:.2f}x |")
+    lines.append(
         f"| bare loop (raw openai + jevrefine JudgeClient) | {bare_wall:.2f} | {bare_cpu:.2f} | "
         f"{bare_wall / ideal:.2f}x |"
     )
-    print(f"| jevrefine | {our_wall:.2f} | {our_cpu:.2f} | **{our_wall / ideal:.2f}x** |")
-    print()
-    print(
+    lines.append(f"| jevrefine | {our_wall:.2f} | {our_cpu:.2f} | **{our_wall / ideal:.2f}x** |")
+    lines.append("")
+    lines.append(
         f"jevrefine / raw loop: wall {our_wall / raw_wall:.2f}x, CPU {our_cpu / raw_cpu:.2f}x. "
         f"Framework CPU per attempt (ChatClient + SelfRefineAdvisor + Judge: jevrefine CPU - "
         f"bare loop CPU, per attempt): {framework_cpu * 1e6:,.0f} µs "
         f"({framework_cpu / (bare_cpu / attempts):.0%} of the bare loop's "
         f"{bare_cpu / attempts * 1e6:,.0f} µs). Target: jevrefine wall <= 1.1x the ideal."
     )
+    figures = [
+        figure(
+            "refine_wall",
+            f"Self-refine at scale: {n:,} refinements, concurrency {concurrency} (wall time)",
+            "seconds",
+            [bar(name, [w for w, _ in values]) for name, values in results.items()],
+            ideal=ideal,
+            ideal_label="ideal = max(latency bound, CPU floor)",
+        )
+    ]
+    data = {
+        "n": n,
+        "concurrency": concurrency,
+        "rounds": args.rounds,
+        "latency_bound": latency_bound,
+        "cpu_floor": raw_cpu,
+        "ideal": ideal,
+        "framework_cpu_per_attempt": framework_cpu,
+        "samples": {name: [{"wall": w, "cpu": c} for w, c in v] for name, v in results.items()},
+    }
+    emit("\n".join(lines), data, figures)
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ Scenarios, each a whole `ChatClient` call (a `FunctionModel` asks for the calls,
   ceil(1000 / 64) × 100 ms = 1.6 s.
 
 The model's own time is microseconds, so the wall time of a call is the tool time. Reports the
-median over rounds and its ratio to the ideal. Run with `python benchmarks/bench_tools.py
-[--quick]` or `python -m benchmarks bench_tools`.
+median over rounds and its ratio to the ideal. Run with `python -m benchmarks.bench_tools
+[--quick]` or `python -m benchmarks --only bench_tools`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import argparse
 import math
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,8 @@ import anyio
 
 import jevrefine as jr
 from jevrefine.testing import FunctionModel
+
+from ._harness import bar, emit, figure
 
 SLEEP = 0.1
 
@@ -100,6 +101,7 @@ async def measure(rounds: int) -> list[dict[str, Any]]:
                 "median": statistics.median(values),
                 "min": min(values),
                 "max": max(values),
+                "samples": values,
             }
         )
     return rows
@@ -138,7 +140,21 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rounds = 2 if args.quick else 7
     rows = anyio.run(measure, rounds)
-    sys.stdout.write(report(rows, rounds=rounds) + "\n")
+    # Plotted as a ratio to each scenario's own ideal, so one axis fits 100 ms and 1.6 s.
+    bars = [bar(r["name"], [v / r["ideal"] for v in r["samples"]]) for r in rows]
+    emit(
+        report(rows, rounds=rounds),
+        {"rounds": rounds, "scenarios": rows},
+        [
+            figure(
+                "tools",
+                "Tool fan-out: wall time / ideal (ideal = ceil(calls / parallel) × 100 ms)",
+                "wall time / ideal",
+                bars,
+                ideal=1.0,
+            )
+        ],
+    )
 
 
 if __name__ == "__main__":

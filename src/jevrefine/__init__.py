@@ -25,7 +25,9 @@ from .advisors.chain import StreamAdvisor as StreamAdvisor
 from .advisors.guardrail import GuardrailAdvisor as GuardrailAdvisor
 from .advisors.guardrail import GuardrailOutcome as GuardrailOutcome
 from .advisors.guardrail import Hazard as Hazard
+from .advisors.logging_advisor import LoggingAdvisor as LoggingAdvisor
 from .advisors.memory import MessageChatMemoryAdvisor as MessageChatMemoryAdvisor
+from .advisors.retrieval import RetrievalAdvisor as RetrievalAdvisor
 from .advisors.self_refine import Attempt as Attempt
 from .advisors.self_refine import JudgeErrorPolicy as JudgeErrorPolicy
 from .advisors.self_refine import RefineReport as RefineReport
@@ -66,6 +68,9 @@ from .messages import ToolResponseMessage as ToolResponseMessage
 from .messages import Usage as Usage
 from .messages import UserMessage as UserMessage
 from .models.base import ChatModel as ChatModel
+from .retrieval import Document as Document
+from .retrieval import Retriever as Retriever
+from .retrieval import SqliteFtsRetriever as SqliteFtsRetriever
 from .tools import FunctionTool as FunctionTool
 from .tools import RecordingToolCallback as RecordingToolCallback
 from .tools import ToolArgumentsError as ToolArgumentsError
@@ -94,6 +99,7 @@ __all__ = [
     "ChatOptions",
     "ChatResponse",
     "ChatResponseMetadata",
+    "Document",
     "EmptyResponseError",
     "FunctionTool",
     "Generation",
@@ -103,6 +109,7 @@ __all__ = [
     "InMemoryChatMemory",
     "JevrefineError",
     "JudgeErrorPolicy",
+    "LoggingAdvisor",
     "Message",
     "MessageChatMemoryAdvisor",
     "ModelConnectionError",
@@ -115,9 +122,12 @@ __all__ = [
     "RefineReport",
     "RefineSummary",
     "ResponseFormat",
+    "RetrievalAdvisor",
+    "Retriever",
     "SelfRefineAdvisor",
     "SelfRefineFailedError",
     "SqliteChatMemory",
+    "SqliteFtsRetriever",
     "StreamAdvisor",
     "StreamingNotSupportedError",
     "StructuredOutputError",

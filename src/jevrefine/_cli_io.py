@@ -44,6 +44,8 @@ def parse_line(
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return BadLine(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
+    except RecursionError:  # a hostile line must be a bad line, not the end of the run
+        return BadLine(number, "not valid JSON (nested too deeply)")
     if isinstance(value, str) and len(required) == 1:
         value = {required[0]: value}
     if not isinstance(value, dict):
@@ -112,7 +114,7 @@ def done_ids(path: str | None) -> set[str]:
         for text in file:
             try:
                 value = json.loads(text)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
             if isinstance(value, dict) and "id" in value:
                 ids.add(str(value["id"]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -136,6 +137,16 @@ def run_command(args: argparse.Namespace) -> int:
         if args.input not in (None, "-"):
             with open(args.input, "rb"):
                 pass  # unreadable input is a usage error, found before any model starts
+            if (
+                args.output not in (None, "-")
+                and os.path.exists(args.output)
+                and os.path.samefile(args.input, args.output)
+            ):
+                # Appending results to the file being read would feed them back in as input.
+                raise ConfigError(
+                    f"the output {args.output} is the same file as the input: "
+                    "write the results to another file"
+                )
         batch = _Batch(args, config)
         return anyio.run(batch.run)
     except ConfigError as exc:

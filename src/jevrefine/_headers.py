@@ -1,14 +1,20 @@
-"""HTTP header helpers shared by every client boundary: Retry-After, and headers safe to keep."""
+"""Helpers shared by every client boundary: Retry-After, headers safe to keep, secrets redacted."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["parse_retry_after", "safe_headers"]
+__all__ = ["parse_retry_after", "redact", "redact_error", "safe_headers"]
+
+REDACTED: Final = "***"
+_MIN_SECRET: Final = 8
+"""Shorter "keys" (a local server's `"k"`) are not searched for: every word holding that letter
+would be mangled, and no real key is that short."""
 
 _SECRET_HEADER_PARTS: Final = ("authorization", "api-key", "cookie", "x-goog-api-key")
 
@@ -56,3 +62,37 @@ def safe_headers(headers: Mapping[str, str]) -> dict[str, str]:
         for name, value in headers.items()
         if not any(part in name.lower() for part in _SECRET_HEADER_PARTS)
     }
+
+
+def redact(value: Any, secret: str | None) -> Any:
+    """`value` (a string, or JSON made of mappings and lists) with `secret` replaced by `***`.
+
+    Servers echo keys back in error bodies ("Incorrect API key provided: sk-..."); whatever we
+    keep of a body must not carry it into messages, logs or spans.
+    """
+    if not secret or len(secret) < _MIN_SECRET:
+        return value
+    if isinstance(value, str):
+        return value.replace(secret, REDACTED)
+    if isinstance(value, Mapping):
+        return {k: redact(v, secret) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, secret) for v in value]
+    return value
+
+
+def redact_error(error: BaseException | None, secret: str | None) -> None:
+    """Blank `secret` out of `error` and its causes, in place: args and text/JSON attributes.
+
+    A vendor SDK's exception kept as `__cause__` is printed in every traceback; its message and
+    body hold whatever the server sent, the key included when the server echoed it.
+    """
+    seen: set[int] = set()
+    while secret and error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.args = tuple(redact(arg, secret) for arg in error.args)
+        for name, value in list(getattr(error, "__dict__", {}).items()):
+            if isinstance(value, (str, Mapping, list)):
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(error, name, redact(value, secret))
+        error = error.__cause__ or error.__context__

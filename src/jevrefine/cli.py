@@ -7,17 +7,19 @@ pairs and `jevrefine check-config` validates the settings (exit codes: `jevrefin
 refine loop (every attempt, its verdict, the final answer), then asks for a typed answer with
 structured output. It runs on OpenAI when `OPENAI_API_KEY` is set, on
 Anthropic when `ANTHROPIC_API_KEY` is set, and otherwise on the local model (SmolLM2 on llama.cpp,
-offline, no key).
+offline, no key). `jevrefine demo --trace` then prints the OpenTelemetry span tree of the run
+(needs `opentelemetry-sdk`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TextIO
 
 import anyio
 import pydantic
@@ -84,11 +86,35 @@ async def open_model(provider: Provider, model: str | None) -> AsyncIterator[tup
         )
 
 
-async def run_demo(prompt: str, provider: Provider, model: str | None) -> None:
-    """Refine one answer (attempts, verdicts, final answer), then ask for a typed one."""
+async def run_demo(
+    prompt: str, provider: Provider, model: str | None, trace_run: bool = False
+) -> None:
+    """Refine one answer (attempts, verdicts, final answer), then ask for a typed one.
+
+    With `trace_run`, every span of the run is kept in memory and printed as a tree at the end.
+    """
+    out = sys.stdout
+    if not trace_run:
+        await _demo_steps(out, prompt, provider, model)
+        return
+    from . import telemetry
+    from ._trace_tree import collect_spans, format_span_tree
+
+    tracer_provider, exporter = collect_spans()
+    # configure() reaches every client the demo builds: ChatClients, the judge, the guardrail.
+    saved = telemetry.configure(tracer_provider=tracer_provider)
+    try:
+        await _demo_steps(out, prompt, provider, model)
+    finally:
+        telemetry.restore(saved)
+        tracer_provider.shutdown()
+        out.write("\nThe trace of the run (one tree per ChatClient call):\n\n")
+        out.write(format_span_tree(exporter.get_finished_spans()))
+
+
+async def _demo_steps(out: TextIO, prompt: str, provider: Provider, model: str | None) -> None:
     from ._demo import refine_demo
 
-    out = sys.stdout
     async with open_model(provider, model) as (chat_model, where):
         out.write(f"jevrefine {__version__} demo: {where}\n\n> {prompt}  (self-refined)\n")
         await refine_demo(out, chat_model, prompt, DEMO_SYSTEM)
@@ -124,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: OpenAI or Anthropic when their API key is set, else the local model",
     )
     demo.add_argument("--model", help="model name (or, for local, a GGUF file path)")
+    demo.add_argument(
+        "--trace",
+        action="store_true",
+        help="print the run's OpenTelemetry span tree (needs opentelemetry-sdk)",
+    )
     add_batch_commands(commands)
     return parser
 
@@ -132,8 +163,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
     if args.command == "demo":
+        if args.trace and importlib.util.find_spec("opentelemetry.sdk") is None:
+            print(
+                "jevrefine demo --trace needs the OpenTelemetry SDK: pip install opentelemetry-sdk",
+                file=sys.stderr,
+            )
+            return 2
         try:
-            anyio.run(run_demo, args.prompt, choose_provider(args.provider), args.model)
+            anyio.run(run_demo, args.prompt, choose_provider(args.provider), args.model, args.trace)
         except JevrefineError as exc:
             print(f"jevrefine demo failed: {exc}", file=sys.stderr)
             return 1

@@ -49,6 +49,7 @@ from .telemetry import ERROR_TYPE, CaptureMode, Telemetry, error_type_of
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
+    from opentelemetry._logs import LoggerProvider
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
@@ -70,13 +71,17 @@ class ChatClient:
         advisors: default advisors, run in ascending `order` around each call.
         tools: default tools the model may call.
         options: default `ChatOptions` (a prompt's `.options(...)` overrides them field by field).
-        tracer_provider: OpenTelemetry tracer provider; the global one when `None`.
-        meter_provider: OpenTelemetry meter provider; the global one when `None`.
-        capture_content: record message content on spans (off unless this or
-            `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` says so).
+        tracer_provider: OpenTelemetry tracer provider; when `None`, the one
+            `jevrefine.telemetry.configure(...)` set, else the global one.
+        meter_provider: OpenTelemetry meter provider; the same fallbacks.
+        logger_provider: OpenTelemetry logger provider for the evaluation, guardrail and
+            (opt-in) content events; the same fallbacks (the global one is a no-op unless set).
+        capture_content: record message content (`True`: on spans; or a `CaptureMode`). Off
+            unless this, `configure(...)` or `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`
+            says so.
         trace_advisors: one `advisor {name}` span per advisor per call.
         legacy_attributes: also emit seed 004's older attributes (`gen_ai.system`, upper-case
-            finish reasons, a `total` token type).
+            finish reasons, a `total` token type); `None`: as `configure(...)` set (off).
 
     The client never closes the model it was given: whoever created the model closes it.
     """
@@ -105,7 +110,8 @@ class ChatClient:
         meter_provider: MeterProvider | None = None,
         capture_content: bool | CaptureMode | None = None,
         trace_advisors: bool = False,
-        legacy_attributes: bool = False,
+        legacy_attributes: bool | None = None,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         if not isinstance(model, ChatModel):
             raise UserError(
@@ -127,6 +133,7 @@ class ChatClient:
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            logger_provider=logger_provider,
             capture_content=capture_content,
             legacy_attributes=legacy_attributes,
         )

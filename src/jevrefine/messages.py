@@ -117,7 +117,7 @@ class ToolCall:
         """The arguments decoded from JSON, or the raw string when they are not valid JSON."""
         try:
             return json.loads(self.arguments) if self.arguments else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting too deep for the decoder: not usable JSON
             return self.arguments
 
 

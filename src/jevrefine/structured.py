@@ -93,7 +93,7 @@ class OutputSpec(Generic[T]):
         """
         try:
             value = _decode_json(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's limit
             raise StructuredOutputError(
                 f"the model's answer is not JSON, so it cannot be read as {self.name}: "
                 f"{_preview(text)}. Use entity(..., native=True) with a model that supports "
@@ -207,7 +207,7 @@ def _trailing_instructions(text: str) -> tuple[int, dict[str, Any]] | None:
         return None
     try:
         schema = json.loads(rest[len(_INSTRUCTIONS_LEAD) :])
-    except ValueError:
+    except (ValueError, RecursionError):  # user text nested past the decoder: not our block
         return None
     if not isinstance(schema, dict):
         return None

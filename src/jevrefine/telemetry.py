@@ -1,12 +1,15 @@
-"""OpenTelemetry GenAI spans and metrics for model calls.
+"""OpenTelemetry GenAI spans, metrics and events for model, Jev and tool calls.
 
-jevrefine depends on `opentelemetry-api` only. Pass `tracer_provider=` / `meter_provider=` to a
-`ChatClient`, or install an SDK globally; with neither, every call here is a cheap no-op.
+jevrefine depends on `opentelemetry-api` only. Pass `tracer_provider=` / `meter_provider=` /
+`logger_provider=` to a `ChatClient`, `JudgeClient` or `ModelJudgeClient`, set defaults for all of
+them once with `configure(...)`, or install an SDK globally; with none of these, every call here is
+a cheap no-op.
 
 Attribute names are our own constants (the semantic-conventions package marks its `gen_ai`
 constants as moved to a repository that has no release yet). Message content is recorded only on
-opt-in: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only|span_and_event`, or
-`capture_content=True`. API keys are never recorded.
+opt-in: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only|event_only|span_and_event`,
+or `capture_content=True`. API keys and authorization headers are never recorded, whatever the
+setting.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import enum
 import json
 import os
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from opentelemetry import metrics, trace
+from opentelemetry import _logs, metrics, trace
+from opentelemetry._logs import SeverityNumber
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._version import __version__
@@ -38,12 +43,18 @@ if TYPE_CHECKING:
     from .models.base import ChatModel
 
 __all__ = [
+    "ATTEMPT_BUCKETS",
     "DURATION_BUCKETS",
     "TOKEN_BUCKETS",
     "CaptureMode",
     "ModelCallRecorder",
     "Telemetry",
+    "TelemetryDefaults",
     "capture_mode_from_env",
+    "configure",
+    "defaults",
+    "emit_event",
+    "restore",
 ]
 
 INSTRUMENTATION_NAME: Final = "jevrefine"
@@ -78,7 +89,10 @@ ERROR_TYPE: Final = "error.type"
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 METRIC_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
-METRIC_REFINE_OUTCOMES: Final = "jevrefine.refine.outcomes"
+METRIC_REFINE_OUTCOME: Final = "jevrefine.refine.outcome"
+METRIC_REFINE_ATTEMPTS: Final = "jevrefine.refine.attempts"
+REFINE_OUTCOME: Final = "jevrefine.refine.outcome"
+INFERENCE_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 
 DURATION_BUCKETS: Final = (
     0.01,
@@ -116,6 +130,9 @@ TOKEN_BUCKETS: Final = (
 )
 """Bucket boundaries of `gen_ai.client.token.usage`, as the conventions give."""
 
+ATTEMPT_BUCKETS: Final = (1, 2, 3, 4, 5, 6, 8, 11, 16, 21, 51, 101)
+"""Bucket boundaries of `jevrefine.refine.attempts` (1 to 101 attempts: the refine loop's cap)."""
+
 WORKFLOW_SPAN_NAME: Final = "invoke_workflow jevrefine.chat_client"
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -133,6 +150,11 @@ class CaptureMode(enum.Enum):
         """Whether content goes on span attributes."""
         return self in (CaptureMode.SPAN_ONLY, CaptureMode.SPAN_AND_EVENT)
 
+    @property
+    def on_events(self) -> bool:
+        """Whether content goes on `gen_ai.client.inference.operation.details` log events."""
+        return self in (CaptureMode.EVENT_ONLY, CaptureMode.SPAN_AND_EVENT)
+
 
 def capture_mode_from_env() -> CaptureMode:
     """The content-capture mode the environment asks for; `NO_CONTENT` when unset or unknown."""
@@ -145,17 +167,86 @@ def capture_mode_from_env() -> CaptureMode:
         return CaptureMode.NO_CONTENT
 
 
+@dataclass(frozen=True, slots=True)
+class TelemetryDefaults:
+    """What `configure(...)` set: used by every client built afterwards that is given none."""
+
+    tracer_provider: trace.TracerProvider | None = None
+    """Where spans go; `None`: the global provider."""
+    meter_provider: metrics.MeterProvider | None = None
+    """Where metrics go; `None`: the global provider."""
+    logger_provider: _logs.LoggerProvider | None = None
+    """Where log events go; `None`: the global provider (a no-op unless one is set)."""
+    capture_content: bool | CaptureMode | None = None
+    """Content capture; `None`: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`."""
+    legacy_attributes: bool = False
+    """Also emit seed 004's older attributes."""
+
+
+_defaults = TelemetryDefaults()
+
+
+def configure(
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    logger_provider: _logs.LoggerProvider | None = None,
+    capture_content: bool | CaptureMode | None = None,
+    legacy_attributes: bool = False,
+) -> TelemetryDefaults:
+    """Set the telemetry defaults of every `ChatClient`, `JudgeClient` and `ModelJudgeClient`.
+
+    Applies to clients built after the call; an argument given to a client's constructor wins.
+    Each call replaces all defaults (`configure()` restores the global providers and the
+    environment's content setting).
+
+    ```python
+    jevrefine.telemetry.configure(tracer_provider=provider, meter_provider=meters)
+    ```
+
+    Returns:
+        The previous defaults, for `restore(...)`.
+    """
+    global _defaults
+    previous = _defaults
+    _defaults = TelemetryDefaults(
+        tracer_provider, meter_provider, logger_provider, capture_content, legacy_attributes
+    )
+    return previous
+
+
+def restore(saved: TelemetryDefaults) -> None:
+    """Put back defaults that `configure(...)` returned."""
+    global _defaults
+    _defaults = saved
+
+
+def defaults() -> TelemetryDefaults:
+    """The defaults `configure(...)` set last."""
+    return _defaults
+
+
+def _capture_of(capture_content: bool | CaptureMode | None) -> CaptureMode:
+    if capture_content is None:
+        return capture_mode_from_env()
+    if isinstance(capture_content, CaptureMode):
+        return capture_content
+    return CaptureMode.SPAN_ONLY if capture_content else CaptureMode.NO_CONTENT
+
+
 class Telemetry:
-    """The tracer, meter instruments and content-capture switch of one client.
+    """The tracer, meter instruments, event logger and content-capture switch of one client.
 
     Build it once per client: instruments are created here, not on each call.
     """
 
     __slots__ = (
         "capture",
+        "events",
         "legacy_attributes",
         "operation_duration",
-        "refine_outcomes",
+        "refine_attempts",
+        "refine_outcome",
         "token_usage",
         "tool_duration",
         "tracer",
@@ -166,11 +257,26 @@ class Telemetry:
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        logger_provider: _logs.LoggerProvider | None = None,
         capture_content: bool | CaptureMode | None = None,
-        legacy_attributes: bool = False,
+        legacy_attributes: bool | None = None,
     ) -> None:
-        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
-        meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
+        configured = _defaults
+        self.tracer = trace.get_tracer(
+            INSTRUMENTATION_NAME,
+            __version__,
+            configured.tracer_provider if tracer_provider is None else tracer_provider,
+        )
+        meter = metrics.get_meter(
+            INSTRUMENTATION_NAME,
+            __version__,
+            configured.meter_provider if meter_provider is None else meter_provider,
+        )
+        self.events: _logs.Logger = _logs.get_logger(
+            INSTRUMENTATION_NAME,
+            __version__,
+            configured.logger_provider if logger_provider is None else logger_provider,
+        )
         self.operation_duration = meter.create_histogram(
             METRIC_OPERATION_DURATION,
             unit="s",
@@ -189,19 +295,24 @@ class Telemetry:
             description="Duration of tool executions",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        self.refine_outcomes = meter.create_counter(
-            METRIC_REFINE_OUTCOMES,
+        self.refine_outcome = meter.create_counter(
+            METRIC_REFINE_OUTCOME,
             unit="{refinement}",
             description="Self-refine loops by outcome (passed, best_attempt, failed, unjudged, "
             "skipped)",
         )
-        if capture_content is None:
-            self.capture = capture_mode_from_env()
-        elif isinstance(capture_content, CaptureMode):
-            self.capture = capture_content
-        else:
-            self.capture = CaptureMode.SPAN_ONLY if capture_content else CaptureMode.NO_CONTENT
-        self.legacy_attributes = legacy_attributes
+        self.refine_attempts = meter.create_histogram(
+            METRIC_REFINE_ATTEMPTS,
+            unit="{attempt}",
+            description="Attempts per self-refine loop",
+            explicit_bucket_boundaries_advisory=ATTEMPT_BUCKETS,
+        )
+        self.capture = _capture_of(
+            configured.capture_content if capture_content is None else capture_content
+        )
+        self.legacy_attributes = (
+            configured.legacy_attributes if legacy_attributes is None else legacy_attributes
+        )
 
     def start_workflow_span(self) -> trace.Span:
         """Start the INTERNAL root span of one `ChatClient` call (not made current)."""
@@ -215,6 +326,41 @@ class Telemetry:
         )
 
 
+def emit_event(
+    events: _logs.Logger,
+    span: trace.Span,
+    name: str,
+    attributes: Mapping[str, Any],
+    *,
+    severity: SeverityNumber = SeverityNumber.INFO,
+) -> None:
+    """Record event `name` on `span` and as a log event parented to `span` (the logs API).
+
+    The one helper behind every event jevrefine emits (`gen_ai.evaluation.result`,
+    `gen_ai.guardrail.result`, `gen_ai.client.inference.operation.details`): the span event for
+    trace viewers, the log event for log pipelines. Without a logger provider the log side is the
+    API's no-op.
+    """
+    if span.is_recording():
+        span.add_event(name, _flat(attributes))
+    events.emit(
+        event_name=name,
+        attributes=attributes,
+        context=trace.set_span_in_context(span),
+        severity_number=severity,
+    )
+
+
+def _flat(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
+    # Span event attributes must be primitives or lists of them; log attributes may be structured.
+    if all(isinstance(v, (str, bool, int, float, list, tuple)) for v in attributes.values()):
+        return attributes
+    return {
+        k: v if isinstance(v, (str, bool, int, float)) else json.dumps(v, ensure_ascii=False)
+        for k, v in attributes.items()
+    }
+
+
 def _legacy_finish_reason(reason: str) -> str:
     return reason.upper()
 
@@ -226,7 +372,15 @@ class ModelCallRecorder:
     `start()`, then `finish(response)` or `fail(exc)`.
     """
 
-    __slots__ = ("_attributes", "_metric_attributes", "_started", "_telemetry", "prompt", "span")
+    __slots__ = (
+        "_attributes",
+        "_input",
+        "_metric_attributes",
+        "_started",
+        "_telemetry",
+        "prompt",
+        "span",
+    )
 
     def __init__(
         self,
@@ -278,8 +432,12 @@ class ModelCallRecorder:
         self.span = telemetry.tracer.start_span(
             f"chat {request_model}", context=parent, kind=SpanKind.CLIENT, attributes=attributes
         )
-        if telemetry.capture.on_spans and self.span.is_recording():
-            self.span.set_attributes(_input_content(prompt))
+        # Built once for both the span and the event (span_and_event), and only on opt-in.
+        self._input = (
+            None if telemetry.capture is CaptureMode.NO_CONTENT else _input_content(prompt)
+        )
+        if self._input is not None and telemetry.capture.on_spans and self.span.is_recording():
+            self.span.set_attributes(_as_json(self._input))
         self._started = time.perf_counter()
 
     def finish(self, response: ChatResponse) -> None:
@@ -307,10 +465,14 @@ class ModelCallRecorder:
             attributes[GEN_AI_USAGE_INPUT_TOKENS] = meta.usage.input_tokens
             attributes[GEN_AI_USAGE_OUTPUT_TOKENS] = meta.usage.output_tokens
             if self._telemetry.capture.on_spans:
-                attributes[GEN_AI_OUTPUT_MESSAGES] = _output_content(response)
+                attributes[GEN_AI_OUTPUT_MESSAGES] = json.dumps(
+                    _output_content(response), ensure_ascii=False
+                )
             span.set_attributes(attributes)
-        span.end()
         telemetry = self._telemetry
+        if telemetry.capture.on_events:
+            self._details_event(response)
+        span.end()
         telemetry.operation_duration.record(elapsed, metric_attributes)
         usage = meta.usage
         if usage.input_tokens or usage.output_tokens:
@@ -324,6 +486,25 @@ class ModelCallRecorder:
                 telemetry.token_usage.record(
                     usage.total_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "total"}
                 )
+
+    def _details_event(self, response: ChatResponse) -> None:
+        """The opt-in `gen_ai.client.inference.operation.details` event, content structured."""
+        meta = response.metadata
+        attributes: dict[str, Any] = {**self._attributes, **(self._input or {})}
+        attributes[GEN_AI_OUTPUT_MESSAGES] = _output_content(response)
+        if meta.id:
+            attributes[GEN_AI_RESPONSE_ID] = meta.id
+        if meta.model:
+            attributes[GEN_AI_RESPONSE_MODEL] = meta.model
+        attributes[GEN_AI_USAGE_INPUT_TOKENS] = meta.usage.input_tokens
+        attributes[GEN_AI_USAGE_OUTPUT_TOKENS] = meta.usage.output_tokens
+        emit_event(
+            self._telemetry.events,
+            self.span,
+            INFERENCE_DETAILS_EVENT,
+            attributes,
+            severity=SeverityNumber.DEBUG,
+        )
 
     def fail(self, exc: BaseException) -> None:
         """Record a failure (status ERROR, `error.type`) and end the span."""
@@ -365,26 +546,29 @@ def _parts_of(message: Message) -> list[dict[str, Any]]:
     ]
 
 
-def _input_content(prompt: Prompt) -> Mapping[str, str]:
+def _input_content(prompt: Prompt) -> dict[str, list[dict[str, Any]]]:
+    """`gen_ai.input.messages` and `gen_ai.system_instructions` in the conventions' shape."""
     system = [
         {"type": "text", "content": m.text} for m in prompt.messages if isinstance(m, SystemMessage)
     ]
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": m.role, "parts": _parts_of(m)}
         for m in prompt.messages
         if not isinstance(m, SystemMessage)
     ]
-    attributes = {GEN_AI_INPUT_MESSAGES: json.dumps(messages, ensure_ascii=False)}
+    attributes: dict[str, list[dict[str, Any]]] = {GEN_AI_INPUT_MESSAGES: messages}
     if system:
-        attributes[GEN_AI_SYSTEM_INSTRUCTIONS] = json.dumps(system, ensure_ascii=False)
+        attributes[GEN_AI_SYSTEM_INSTRUCTIONS] = system
     return attributes
 
 
-def _output_content(response: ChatResponse) -> str:
-    return json.dumps(
-        [
-            {"role": "assistant", "parts": _parts_of(g.output), "finish_reason": g.finish_reason}
-            for g in response.results
-        ],
-        ensure_ascii=False,
-    )
+def _as_json(structured: Mapping[str, Any]) -> dict[str, str]:
+    # Span attributes cannot hold objects: the conventions let spans store the JSON text.
+    return {k: json.dumps(v, ensure_ascii=False) for k, v in structured.items()}
+
+
+def _output_content(response: ChatResponse) -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "parts": _parts_of(g.output), "finish_reason": g.finish_reason}
+        for g in response.results
+    ]

@@ -371,7 +371,7 @@ async def test_loop_span_attempt_spans_and_evaluation_events(
     first_ok = sorted(attempts, key=lambda s: s.start_time or 0)[0].events[1].attributes
     assert first_ok is not None
     assert "The answer is not acceptable" in str(first_ok["gen_ai.evaluation.explanation"])
-    points = otel.metrics()["jevrefine.refine.outcomes"]
+    points = otel.metrics()["jevrefine.refine.outcome"]
     assert [(p.attributes["jevrefine.refine.outcome"], p.value) for p in points] == [("passed", 1)]  # type: ignore[attr-defined]
 
 
@@ -391,4 +391,7 @@ async def test_a_failing_loop_marks_its_span(jev_server: FakeJevServer, otel: Te
     assert attempt.status.status_code is StatusCode.ERROR
     # The type, never the message (exception texts may quote model output).
     assert attempt.status.description == "JudgeAuthenticationError"
-    assert attempt.events == ()
+    # The judging call failed: an evaluation result with the error's type and no score.
+    assert [dict(e.attributes or {}) for e in attempt.events] == [
+        {"gen_ai.evaluation.name": "ok", "error.type": "JudgeAuthenticationError"}
+    ]

@@ -12,8 +12,12 @@ from .guardrail import GuardrailAdvisor as GuardrailAdvisor
 from .guardrail import GuardrailOutcome as GuardrailOutcome
 from .guardrail import GuardrailVerdict as GuardrailVerdict
 from .guardrail import Hazard as Hazard
+from .logging_advisor import LOGGING_ORDER as LOGGING_ORDER
+from .logging_advisor import LoggingAdvisor as LoggingAdvisor
 from .memory import MEMORY_ORDER as MEMORY_ORDER
 from .memory import MessageChatMemoryAdvisor as MessageChatMemoryAdvisor
+from .retrieval import DEFAULT_RETRIEVAL_TEMPLATE as DEFAULT_RETRIEVAL_TEMPLATE
+from .retrieval import RetrievalAdvisor as RetrievalAdvisor
 from .self_refine import Attempt as Attempt
 from .self_refine import JudgeErrorPolicy as JudgeErrorPolicy
 from .self_refine import RefineReport as RefineReport
@@ -23,7 +27,9 @@ from .tool_calling import TOOL_CALLING_ORDER as TOOL_CALLING_ORDER
 from .tool_calling import ToolCallingAdvisor as ToolCallingAdvisor
 
 __all__ = [
+    "DEFAULT_RETRIEVAL_TEMPLATE",
     "HIGHEST_PRECEDENCE",
+    "LOGGING_ORDER",
     "LOWEST_PRECEDENCE",
     "MEMORY_ORDER",
     "TOOL_CALLING_ORDER",
@@ -36,8 +42,10 @@ __all__ = [
     "GuardrailVerdict",
     "Hazard",
     "JudgeErrorPolicy",
+    "LoggingAdvisor",
     "MessageChatMemoryAdvisor",
     "RefineReport",
+    "RetrievalAdvisor",
     "SelfRefineAdvisor",
     "SelfRefineFailedError",
     "StreamAdvisor",

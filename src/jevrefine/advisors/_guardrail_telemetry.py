@@ -7,7 +7,7 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry._logs import Logger
 
-from ..telemetry import GEN_AI_PROVIDER_NAME
+from ..telemetry import GEN_AI_PROVIDER_NAME, emit_event
 from ._guardrail_policy import SEVERITY_QUESTION, GuardrailOutcome, GuardrailVerdict, Hazard
 
 __all__ = ["COMPONENT", "GUARDRAIL_RESULT_EVENT", "SOURCE", "record_verdict"]
@@ -36,7 +36,7 @@ def record_verdict(
     """The verdict on the span; one `gen_ai.guardrail.result` event per hazard and one overall.
 
     Each event goes on the span and, through the logs API, to the logger provider (parented to
-    the span, which is current here).
+    the span), through the helper every jevrefine event uses.
     """
     results: list[dict[str, Any]] = []
     if span.is_recording():
@@ -76,6 +76,4 @@ def record_verdict(
         }
     )
     for attributes in results:
-        if span.is_recording():
-            span.add_event(GUARDRAIL_RESULT_EVENT, attributes)
-        events.emit(event_name=GUARDRAIL_RESULT_EVENT, attributes=attributes)
+        emit_event(events, span, GUARDRAIL_RESULT_EVENT, attributes)

@@ -16,10 +16,13 @@ from ..telemetry import (
     GEN_AI_OPERATION_NAME,
     GEN_AI_RESPONSE_ID,
     GEN_AI_WORKFLOW_NAME,
+    emit_event,
     error_type_of,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
 
@@ -32,6 +35,7 @@ __all__ = [
     "LOOP_SPAN_NAME",
     "end_loop",
     "mark_failed",
+    "record_evaluator_error",
     "record_verdict",
     "start_attempt",
     "start_loop",
@@ -77,7 +81,9 @@ def end_loop(
     span.set_attribute(REFINE_ATTEMPTS, attempts)
     if outcome is not None:
         span.set_attribute(REFINE_OUTCOME, outcome)
-        telemetry.refine_outcomes.add(1, {REFINE_OUTCOME: outcome})
+        metric_attributes = {REFINE_OUTCOME: outcome}
+        telemetry.refine_outcome.add(1, metric_attributes)
+        telemetry.refine_attempts.record(attempts, metric_attributes)
     if error is not None:
         mark_failed(span, error)
     span.end()
@@ -92,14 +98,19 @@ def mark_failed(span: Span, error: BaseException) -> None:
 def start_attempt(telemetry: Telemetry, number: int) -> Span:
     """Start (not make current) the span of attempt `number` (1 for the first)."""
     return telemetry.tracer.start_span(
-        ATTEMPT_SPAN_NAME, kind=SpanKind.INTERNAL, attributes={REFINE_ATTEMPT: number}
+        ATTEMPT_SPAN_NAME,
+        kind=SpanKind.INTERNAL,
+        attributes={REFINE_ATTEMPT: number},
     )
 
 
-def record_verdict(span: Span, verdict: Verdict, response_id: str | None) -> None:
-    """One `gen_ai.evaluation.result` event per criterion, on the judged attempt's span."""
-    if not span.is_recording():
-        return
+def record_verdict(
+    telemetry: Telemetry, span: Span, verdict: Verdict, response_id: str | None
+) -> None:
+    """One `gen_ai.evaluation.result` event per criterion, on the judged attempt's span.
+
+    Each is a span event and, parented to the attempt's span, a log event (logs API).
+    """
     span.set_attribute(REFINE_PASSED, verdict.passed)
     for finding in verdict.findings:
         attributes: dict[str, Any] = {
@@ -112,4 +123,23 @@ def record_verdict(span: Span, verdict: Verdict, response_id: str | None) -> Non
             attributes[EVALUATION_EXPLANATION] = finding.detail
         if response_id:
             attributes[GEN_AI_RESPONSE_ID] = response_id
-        span.add_event(EVALUATION_EVENT, attributes)
+        emit_event(telemetry.events, span, EVALUATION_EVENT, attributes)
+
+
+def record_evaluator_error(
+    telemetry: Telemetry,
+    span: Span,
+    criteria: Sequence[str],
+    error: BaseException,
+    response_id: str | None,
+) -> None:
+    """One `gen_ai.evaluation.result` per criterion the failed judging call should have answered.
+
+    The conventions' way to say the evaluator itself failed: the criterion's name and
+    `error.type`, with no score.
+    """
+    for name in criteria:
+        attributes: dict[str, Any] = {EVALUATION_NAME: name, ERROR_TYPE: error_type_of(error)}
+        if response_id:
+            attributes[GEN_AI_RESPONSE_ID] = response_id
+        emit_event(telemetry.events, span, EVALUATION_EVENT, attributes)

@@ -99,8 +99,9 @@ class GuardrailAdvisor:
         support_message: The answer of a turn routed to support.
         order: The position in the chain. The default (`DEFAULT_ORDER`, inside self-refine and the
             tool loop) screens every attempt's answer; `PER_TURN_ORDER` screens once per turn.
-        logger_provider: Where the `gen_ai.guardrail.result` log events go (default: the global
-            OpenTelemetry logger provider, a no-op unless one is set).
+        logger_provider: Where the `gen_ai.guardrail.result` log events go (default: the
+            `ChatClient`'s logger provider, which falls back to `configure(...)`'s and then the
+            global one, a no-op unless set).
 
     Screening failures: the input fails closed (the error is raised); the output fails open on a
     transient failure or an unusable answer (the answer passes, with the context key
@@ -182,7 +183,12 @@ class GuardrailAdvisor:
         """The answer of a turn routed to support."""
         self.order = order
         """Position in the chain."""
-        self._events: Logger = get_logger("jevrefine", __version__, logger_provider)
+        # Only an explicit provider gets a logger of its own; otherwise the client's is used.
+        self._events: Logger | None = (
+            None
+            if logger_provider is None
+            else get_logger("jevrefine", __version__, logger_provider)
+        )
 
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
@@ -293,7 +299,8 @@ class GuardrailAdvisor:
                 span.set_attribute(ERROR_TYPE, error_type_of(exc))
                 span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
                 raise
-            record_verdict(span, self._events, component, verdict, hazards)
+            events = self._events or chain.telemetry.events
+            record_verdict(span, events, component, verdict, hazards)
         return verdict
 
     def _refuse(

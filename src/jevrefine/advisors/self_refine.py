@@ -40,7 +40,14 @@ from ._refine_input import (
     tool_calls_from_records,
     user_question,
 )
-from ._refine_telemetry import end_loop, mark_failed, record_verdict, start_attempt, start_loop
+from ._refine_telemetry import (
+    end_loop,
+    mark_failed,
+    record_evaluator_error,
+    record_verdict,
+    start_attempt,
+    start_loop,
+)
 from .chain import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from .tool_calling import ToolCallingAdvisor
 
@@ -320,6 +327,13 @@ class SelfRefineAdvisor:
                 try:
                     verdict = await self.judge.ask(plan)
                 except (JudgeError, ModelError) as exc:
+                    record_evaluator_error(
+                        loop.telemetry,
+                        span,
+                        [c.name for c in plan.send],
+                        exc,
+                        response.chat_response.metadata.id,
+                    )
                     if not self._fails_open(exc):
                         raise
                     _log.warning(
@@ -330,7 +344,7 @@ class SelfRefineAdvisor:
                     )
                     loop.attempts.append(Attempt(number, answer, None, usage))
                     return loop.finish(response, "unjudged", number)
-                record_verdict(span, verdict, response.chat_response.metadata.id)
+                record_verdict(loop.telemetry, span, verdict, response.chat_response.metadata.id)
             attempt = Attempt(number, answer, verdict, usage)
             loop.attempts.append(attempt)
             loop.judge_usage = loop.judge_usage + attempt.judge_usage
@@ -338,7 +352,14 @@ class SelfRefineAdvisor:
             if verdict.passed:
                 return loop.finish(response, "passed", number)
             if self.token_budget is not None and loop.spent >= self.token_budget:
+                _log.info(
+                    "self-refine: token budget spent (%d of %d) after attempt %d; no retry",
+                    loop.spent,
+                    self.token_budget,
+                    number,
+                )
                 break
+            _log.debug("self-refine: attempt %d failed the judge: %s", number, verdict.summary())
             previous = (verdict, answer)
         return self._exhausted(loop)
 
@@ -356,11 +377,22 @@ class SelfRefineAdvisor:
         last = judged[-1]
         assert last.verdict is not None
         if self.fail_on_exhausted_attempts:
+            # The caller gets the exception; this log line is for operators tracking loops.
+            _log.info(
+                "self-refine: no attempt passed after %d attempt(s); raising", len(loop.attempts)
+            )
             report = loop.report("failed", None)
             raise SelfRefineFailedError(last.verdict, loop.attempts, report)
         # Most passed net of failed; on a tie the later attempt (max keeps the first maximum,
         # so compare (score, index)).
         best = max(judged, key=lambda a: (a.verdict.net_score if a.verdict else 0, a.index))
+        # A warning: an answer that did not pass the judge is being shipped.
+        _log.warning(
+            "self-refine: no attempt passed after %d attempt(s); returning attempt %d (%s)",
+            len(loop.attempts),
+            best.index,
+            best.verdict.summary() if best.verdict else "unjudged",
+        )
         return loop.finish(loop.responses[best.index], "best_attempt", best.index)
 
     def __repr__(self) -> str:

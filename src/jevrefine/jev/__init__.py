@@ -15,6 +15,7 @@ LLM-as-a-judge helpfulness preset.
 
 from __future__ import annotations
 
+from ._explain import JudgeExample as JudgeExample
 from .batch import BatchResult as BatchResult
 from .batch import SystemOneRequest as SystemOneRequest
 from .batch import run_all as run_all
@@ -49,6 +50,11 @@ from .judge import JudgeInput as JudgeInput
 from .judge import JudgePlan as JudgePlan
 from .judge import rating_judge as rating_judge
 from .model_judge import ModelJudgeClient as ModelJudgeClient
+from .patterns import ConsistencyReport as ConsistencyReport
+from .patterns import PairwiseResult as PairwiseResult
+from .patterns import QuestionStats as QuestionStats
+from .patterns import consistency as consistency
+from .patterns import pairwise as pairwise
 from .protocol import SystemOneClient as SystemOneClient
 from .questions import Choice as Choice
 from .questions import Content as Content
@@ -75,6 +81,7 @@ __all__ = [
     "CheckCriterion",
     "Choice",
     "ChoiceAnswer",
+    "ConsistencyReport",
     "Content",
     "Criterion",
     "Finding",
@@ -85,6 +92,7 @@ __all__ = [
     "JudgeClient",
     "JudgeConnectionError",
     "JudgeError",
+    "JudgeExample",
     "JudgeInput",
     "JudgeNotFoundError",
     "JudgeOverloadedError",
@@ -103,8 +111,10 @@ __all__ = [
     "Noul",
     "NoulAnswer",
     "Outcome",
+    "PairwiseResult",
     "Question",
     "QuestionCriterion",
+    "QuestionStats",
     "RetryPolicy",
     "Score",
     "ScoreAnswer",
@@ -116,7 +126,9 @@ __all__ = [
     "Verdict",
     "check",
     "choice",
+    "consistency",
     "noul",
+    "pairwise",
     "rating_judge",
     "run_all",
     "score",

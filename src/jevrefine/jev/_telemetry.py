@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from opentelemetry._logs import SeverityNumber
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ..telemetry import (
     ERROR_TYPE,
+    GEN_AI_INPUT_MESSAGES,
     GEN_AI_OPERATION_NAME,
+    GEN_AI_OUTPUT_MESSAGES,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
     GEN_AI_RESPONSE_FINISH_REASONS,
@@ -19,12 +23,15 @@ from ..telemetry import (
     GEN_AI_TOKEN_TYPE,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
+    INFERENCE_DETAILS_EVENT,
     SERVER_ADDRESS,
     SERVER_PORT,
     Telemetry,
+    emit_event,
     error_type_of,
 )
 from .errors import JudgeAPIError
+from .responses import ChoiceAnswer, NoulAnswer, ScoreAnswer
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -55,9 +62,13 @@ def record_retry(span: Span, retry: int, delay: float, error: BaseException) -> 
 
 
 class JudgeCallRecorder:
-    """Opens the span at `start`, closes it with `finish(response)` or `fail(error)`."""
+    """Opens the span at `start`, closes it with `finish(response)` or `fail(error)`.
 
-    __slots__ = ("_metric_attributes", "_started", "_telemetry", "span")
+    With content capture on, the request body (state and questions; never the headers, so never
+    the key) is the input message and the answers the output message.
+    """
+
+    __slots__ = ("_body", "_metric_attributes", "_started", "_telemetry", "span")
 
     def __init__(
         self,
@@ -65,8 +76,10 @@ class JudgeCallRecorder:
         model: str,
         address: str | None,
         port: int | None,
+        body: bytes | None = None,
     ) -> None:
         self._telemetry = telemetry
+        self._body = body
         attributes: dict[str, Any] = {
             GEN_AI_OPERATION_NAME: "chat",
             GEN_AI_PROVIDER_NAME: PROVIDER,
@@ -82,6 +95,10 @@ class JudgeCallRecorder:
         self.span = telemetry.tracer.start_span(
             f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
         )
+        if body is not None and telemetry.capture.on_spans and self.span.is_recording():
+            self.span.set_attribute(
+                GEN_AI_INPUT_MESSAGES, json.dumps(_input_messages(body), ensure_ascii=False)
+            )
         self._started = time.perf_counter()
 
     def finish(self, response: SystemOneResponse) -> None:
@@ -98,7 +115,27 @@ class JudgeCallRecorder:
             }
             if response.request_id is not None:
                 attributes[GEN_AI_RESPONSE_ID] = response.request_id
+            if self._body is not None and self._telemetry.capture.on_spans:
+                attributes[GEN_AI_OUTPUT_MESSAGES] = json.dumps(
+                    _output_messages(response), ensure_ascii=False
+                )
             span.set_attributes(attributes)
+        if self._body is not None and self._telemetry.capture.on_events:
+            details: dict[str, Any] = {
+                **self._metric_attributes,
+                GEN_AI_RESPONSE_MODEL: response.model,
+                GEN_AI_INPUT_MESSAGES: _input_messages(self._body),
+                GEN_AI_OUTPUT_MESSAGES: _output_messages(response),
+            }
+            if response.request_id is not None:
+                details[GEN_AI_RESPONSE_ID] = response.request_id
+            emit_event(
+                self._telemetry.events,
+                span,
+                INFERENCE_DETAILS_EVENT,
+                details,
+                severity=SeverityNumber.DEBUG,
+            )
         span.end()
         metric_attributes = {**self._metric_attributes, GEN_AI_RESPONSE_MODEL: response.model}
         telemetry = self._telemetry
@@ -127,3 +164,23 @@ class JudgeCallRecorder:
         self._telemetry.operation_duration.record(
             elapsed, {**self._metric_attributes, ERROR_TYPE: error_type}
         )
+
+
+def _input_messages(body: bytes) -> list[dict[str, Any]]:
+    # The JSON body we send (state, model, questions): content only, the headers are elsewhere.
+    return [{"role": "user", "parts": [{"type": "text", "content": body.decode("utf-8")}]}]
+
+
+def _output_messages(response: SystemOneResponse) -> list[dict[str, Any]]:
+    values: dict[str, Any] = {}
+    for name, answer in response.answers.items():
+        if isinstance(answer, NoulAnswer):
+            values[name] = answer.noul
+        elif isinstance(answer, ChoiceAnswer):
+            values[name] = answer.choice
+        elif isinstance(answer, ScoreAnswer):
+            values[name] = answer.score
+    text = json.dumps(values, ensure_ascii=False)
+    return [
+        {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}
+    ]

@@ -25,11 +25,18 @@ import anyio
 import anyio.abc
 import httpx2
 
-__all__ = ["KeepAliveTransport"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "KeepAliveTransport", "ResponseTooLargeError"]
 
 _MAX_HEAD: Final = 64 * 1024
 _READ_SIZE: Final = 65536
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
+DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
+"""A System One answer is kilobytes; a body past this is a broken or hostile server, and reading
+it whole would let one response take the process's memory."""
+
+
+class ResponseTooLargeError(httpx2.TransportError):
+    """The response body is longer than the transport's `max_response_bytes` (not retried)."""
 
 
 class _StaleConnection(Exception):
@@ -72,6 +79,9 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         max_connections: At most this many connections open at once (requests beyond wait).
         keepalive_expiry: Idle connections older than this (seconds) are closed, not reused.
         ssl_context: TLS settings for `https` (default: httpx's, with the system's trust store).
+        max_response_bytes: A response body longer than this raises `ResponseTooLargeError`
+            as soon as that is known (the declared length, or the bytes read so far), and the
+            connection is closed: memory per request stays bounded.
     """
 
     def __init__(
@@ -80,8 +90,10 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         max_connections: int = 100,
         keepalive_expiry: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._max_connections = max_connections
+        self._max_response_bytes = max_response_bytes
         self._keepalive_expiry = keepalive_expiry
         self._ssl_context = ssl_context
         self._idle: dict[tuple[str, str, int], deque[_Connection]] = {}
@@ -105,8 +117,14 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         head.extend(b"%s: %s\r\n" % (name, value) for name, value in request.headers.raw)
         head.append(b"\r\n")
         payload = b"".join(head) + body
-        with anyio.fail_after(_timeout(request, "pool")):
-            await self._slots.acquire()
+        try:
+            with anyio.fail_after(_timeout(request, "pool")):
+                await self._slots.acquire()
+        except TimeoutError:
+            # httpx's own name for it, so callers map it like every other transport timeout.
+            raise httpx2.PoolTimeout(
+                "waiting for a free connection timed out", request=request
+            ) from None
         try:
             connection = await self._take_idle(key)
             if connection is not None:
@@ -246,8 +264,10 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         if request.method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
             content = b""
         elif chunked:
-            content = await _read_chunked(connection, request)
+            content = await _read_chunked(connection, request, self._max_response_bytes)
         elif length is not None:
+            if length > self._max_response_bytes:
+                raise self._too_large(request)
             while len(buffer) < length:
                 if not await connection.read_more():
                     raise httpx2.RemoteProtocolError("incomplete response body", request=request)
@@ -255,7 +275,8 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
             del buffer[:length]
         else:
             while await connection.read_more():
-                pass
+                if len(buffer) > self._max_response_bytes:
+                    raise self._too_large(request)
             content = bytes(buffer)
             buffer.clear()
             close = True
@@ -270,6 +291,12 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         )
         return response, not close
 
+    def _too_large(self, request: httpx2.Request) -> ResponseTooLargeError:
+        return ResponseTooLargeError(
+            f"the response body is longer than {self._max_response_bytes} bytes",
+            request=request,
+        )
+
     async def aclose(self) -> None:
         """Close every idle connection."""
         self._closed = True
@@ -279,9 +306,10 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
                 await connection.close()
 
 
-async def _read_chunked(connection: _Connection, request: httpx2.Request) -> bytes:
+async def _read_chunked(connection: _Connection, request: httpx2.Request, limit: int) -> bytes:
     buffer = connection.buffer
     parts: list[bytes] = []
+    total = 0
     while True:
         while (line_end := buffer.find(b"\r\n")) < 0:
             if not await connection.read_more():
@@ -291,6 +319,11 @@ async def _read_chunked(connection: _Connection, request: httpx2.Request) -> byt
         except ValueError:
             raise httpx2.RemoteProtocolError("bad chunk size", request=request) from None
         del buffer[: line_end + 2]
+        total += size
+        if total > limit:
+            raise ResponseTooLargeError(
+                f"the response body is longer than {limit} bytes", request=request
+            )
         if size == 0:
             # Skip optional trailers up to the blank line.
             while (trailer_end := buffer.find(b"\r\n")) != 0:

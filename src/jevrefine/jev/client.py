@@ -17,6 +17,7 @@ id from the `x-typesafe-request-id` header, usage), with one `jevrefine.retry` e
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import urllib.request
@@ -30,10 +31,11 @@ import httpx2
 from opentelemetry import trace
 from pydantic_core import from_json, to_json
 
+from .._headers import redact, redact_error
 from .._version import __version__
 from ..telemetry import Telemetry
 from ._telemetry import JudgeCallRecorder, record_retry
-from ._transport import KeepAliveTransport
+from ._transport import KeepAliveTransport, ResponseTooLargeError
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
     JudgeConnectionError,
@@ -48,8 +50,11 @@ from .responses import ModelInfo, SystemOneResponse, parse_models, parse_system_
 from .retry import RetryPolicy, parse_retry_after
 
 if TYPE_CHECKING:
+    from opentelemetry._logs import LoggerProvider
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
+
+    from ..telemetry import CaptureMode
 
 __all__ = [
     "API_KEY_ENV",
@@ -60,6 +65,8 @@ __all__ = [
     "JudgeClient",
     "RetryPolicy",
 ]
+
+_log = logging.getLogger("jevrefine.jev")
 
 API_KEY_ENV: Final = "TYPESAFE_API_KEY"
 """Environment variable holding the API key."""
@@ -124,8 +131,14 @@ class JudgeClient:
         max_concurrency: At most this many requests in flight at once (`None`: the pool's 100).
         http_client: An `httpx2.AsyncClient` to send with (proxies, transports, custom TLS). It
             is not closed by this client: whoever creates one closes it.
-        tracer_provider: Where spans go (default: the global provider).
-        meter_provider: Where metrics go (default: the global provider).
+        tracer_provider: Where spans go (default: `jevrefine.telemetry.configure(...)`'s, else
+            the global provider).
+        meter_provider: Where metrics go (same defaults).
+        logger_provider: Where the opt-in content events go (same defaults).
+        capture_content: Record the state, questions and answers (`True`: on the span; or a
+            `CaptureMode`); off unless this, `configure(...)` or
+            `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` says so. Never the API key.
+        legacy_attributes: Also emit `gen_ai.system` (seed 004's older attributes).
     """
 
     def __init__(
@@ -141,6 +154,9 @@ class JudgeClient:
         http_client: httpx2.AsyncClient | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
+        capture_content: bool | CaptureMode | None = None,
+        legacy_attributes: bool | None = None,
     ) -> None:
         key = _resolve_key(api_key)
         if not isinstance(retry, RetryPolicy):
@@ -178,6 +194,8 @@ class JudgeClient:
         if key:
             headers["authorization"] = f"Bearer {key}"
         self._headers = headers
+        # Kept only to blank it out of what a server echoes back; never printed.
+        self._secret = key or None
         self._owns_http = http_client is None
         if http_client is None:
             pool = max(_POOL_SIZE, max_concurrency or 0)
@@ -195,7 +213,13 @@ class JudgeClient:
                     ),
                 )
         self._http = http_client
-        self._telemetry = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        self._telemetry = Telemetry(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+            capture_content=capture_content,
+            legacy_attributes=legacy_attributes,
+        )
 
     # -- public API ----------------------------------------------------------------------
 
@@ -238,7 +262,9 @@ class JudgeClient:
             JudgeResponseError: the answer is not a valid System One response.
         """
         content, model_name = self._encode(state, questions, model)
-        recorder = JudgeCallRecorder(self._telemetry, model_name, self._address, self._port)
+        recorder = JudgeCallRecorder(
+            self._telemetry, model_name, self._address, self._port, content
+        )
         try:
             with trace.use_span(recorder.span, end_on_exit=False):
                 response = await self._send_system_one(content, timeout, recorder.span)
@@ -278,7 +304,11 @@ class JudgeClient:
     async def models(self, *, timeout: float | None = None) -> list[ModelInfo]:  # noqa: ASYNC109
         """The models the API lists (`GET /v1/models`; aliases only, versioned ids work too)."""
         response = await self._send("GET", self._models_url, None, timeout, None)
-        return parse_models(self._decode_ok(response))
+        try:
+            return parse_models(self._decode_ok(response))
+        except JudgeResponseError as error:
+            redact_error(error, self._secret)
+            raise
 
     async def aclose(self) -> None:
         """Close the connection pool (unless the `http_client` was given to us)."""
@@ -327,7 +357,11 @@ class JudgeClient:
     ) -> SystemOneResponse:
         response = await self._send("POST", self._system_one_url, content, timeout, span)
         request_id = response.headers.get(REQUEST_ID_HEADER)
-        return parse_system_one(self._decode_ok(response), request_id)
+        try:
+            return parse_system_one(self._decode_ok(response), request_id)
+        except JudgeResponseError as error:
+            redact_error(error, self._secret)  # `body` holds what the server sent
+            raise
 
     def _decode_ok(self, response: httpx2.Response) -> Any:
         try:
@@ -368,6 +402,16 @@ class JudgeClient:
                     raise
                 if span is not None:
                     record_retry(span, retry, delay, error)
+                # Our error messages carry the status, the server's text and the request id;
+                # never the key, which lives only in the headers.
+                _log.info(
+                    "Jev call failed (%s: %s); retry %d of %d in %.2f s",
+                    type(error).__name__,
+                    error,
+                    retry,
+                    policy.max_retries,
+                    delay,
+                )
                 headers = {**self._headers, RETRY_COUNT_HEADER: str(retry)}
                 await policy.sleep(delay)
 
@@ -404,7 +448,7 @@ class JudgeClient:
             return response
         raise api_error(
             status,
-            _error_body(response),
+            redact(_error_body(response), self._secret),
             request_id=response.headers.get(REQUEST_ID_HEADER),
             endpoint=f"{method} {url}",
             retry_after=parse_retry_after(response.headers),
@@ -419,9 +463,20 @@ class JudgeClient:
         timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
     ) -> httpx2.Response:
         try:
+            # No pool timeout: waiting for a free connection is queueing, not a slow server,
+            # and is bounded by `total_timeout` already. Counting it against `timeout` made calls
+            # beyond the pool size fail as timeouts under load.
             return await self._http.request(
-                method, url, content=content, headers=headers, timeout=timeout
+                method,
+                url,
+                content=content,
+                headers=headers,
+                timeout=httpx2.Timeout(timeout, pool=None),
             )
+        except ResponseTooLargeError as exc:
+            # Not a connection failure: the server answered, with something no answer can be.
+            # Retrying would read the same flood again.
+            raise JudgeResponseError(f"{method} {url}: {exc}") from None
         except httpx2.TimeoutException as exc:
             # `from None`: httpx's exception holds the request, and the request holds the key.
             raise JudgeTimeoutError(

@@ -21,8 +21,9 @@ import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
+from ._explain import FailureExplainer, explain_failed
 from .criteria import (
     CheckCriterion,
     Criterion,
@@ -262,6 +263,13 @@ class Judge:
             if unmet is not None:
                 finding = Finding(criterion.name, answer, Outcome.NOT_APPLICABLE, unmet)
             found[criterion.name] = finding
+        if getattr(self.client, "explain_failures", False):
+            # The judge model writes its reasons for each failure (ModelJudgeClient).
+            explainer = cast("FailureExplainer", self.client)
+            questions = {c.name: c.question for c in plan.send}
+            found, response = await explain_failed(
+                explainer, plan.input.state(), questions, found, response
+            )
         findings = tuple(found[c.name] for c in self.criteria)
         counted = tuple(f for f in findings if self._counts_as_failed(f.outcome))
         verdict = Verdict(not counted, findings, response, "", counted)

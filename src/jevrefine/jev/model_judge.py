@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
+from opentelemetry import trace
 
 from ..messages import (
     ChatOptions,
@@ -35,6 +36,8 @@ from ..messages import (
     UserMessage,
 )
 from ..models.base import ChatModel
+from ..telemetry import ModelCallRecorder, Telemetry
+from ._explain import JudgeExample, ask_explanation, explain_prompt, render_examples
 from .errors import JudgeResponseError, JudgeTimeoutError, JudgeUsageError
 from .questions import Content, Question, State, check_state, questions_to_wire
 from .responses import (
@@ -45,6 +48,13 @@ from .responses import (
     SystemOneResponse,
     distribution_confidence,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry._logs import LoggerProvider
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from ..telemetry import CaptureMode
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "ModelJudgeClient"]
 
@@ -200,7 +210,7 @@ def _parse_text(text: str, allowed: Sequence[str], constraint: str) -> str | Non
     if constraint == "json_schema":
         try:
             decoded = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder
             decoded = None
         if isinstance(decoded, dict):
             value = decoded.get("answer")
@@ -229,6 +239,23 @@ class ModelJudgeClient:
             providers that reject the option; answers are then marked not calibrated.
         top_logprobs: How many alternatives to ask for (at most 20).
         system_prompt: The system message of each request.
+        tracer_provider: Where the `chat {model}` span of each request goes (default:
+            `jevrefine.telemetry.configure(...)`'s, else the global provider).
+        meter_provider: Where the duration and token metrics go (same defaults).
+        logger_provider: Where the opt-in content events go (same defaults).
+        capture_content: Record the judging prompts and answers (`True`: on the spans; or a
+            `CaptureMode`); off unless this, `configure(...)` or
+            `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` says so.
+        legacy_attributes: Also emit seed 004's older attributes.
+        temperature: The sampling temperature of every request (0: deterministic judging).
+        examples: Few-shot examples per question id (`JudgeExample(state, answer)`), shown
+            after the question; each answer is checked against the allowed answers.
+        explain_failures: When a `Judge` finds a criterion FAILED, ask this model for one
+            sentence of specific, constructive feedback, which joins the finding's detail (and
+            so the retry prompt); at most `MAX_EXPLANATION_CHARS` characters.
+
+    Each question's request is one CLIENT `chat {model}` span, a child of the current span
+    (the refine attempt, the guardrail screening), like any model call through a `ChatClient`.
     """
 
     def __init__(
@@ -240,6 +267,14 @@ class ModelJudgeClient:
         logprobs: bool = True,
         top_logprobs: int = 20,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
+        capture_content: bool | CaptureMode | None = None,
+        legacy_attributes: bool | None = None,
+        temperature: float = 0.0,
+        examples: Mapping[str, Sequence[JudgeExample]] | None = None,
+        explain_failures: bool = False,
     ) -> None:
         if not isinstance(chat_model, ChatModel):
             raise JudgeUsageError(
@@ -260,6 +295,19 @@ class ModelJudgeClient:
         self._logprobs = logprobs
         self._top_logprobs = top_logprobs
         self._system_prompt = system_prompt
+        if not 0.0 <= temperature <= 2.0:
+            raise JudgeUsageError(f"temperature must be between 0 and 2, got {temperature!r}")
+        self._temperature = float(temperature)
+        self._examples = {qid: tuple(e) for qid, e in (examples or {}).items()}
+        self.explain_failures = explain_failures
+        """Whether a `Judge` asks this client for written feedback on failed criteria."""
+        self._telemetry = Telemetry(
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+            capture_content=capture_content,
+            legacy_attributes=legacy_attributes,
+        )
 
     @property
     def chat_model(self) -> ChatModel:
@@ -294,6 +342,10 @@ class ModelJudgeClient:
         check_state(state)
         wire = questions_to_wire(questions)
         specs = {qid: _spec_of(q) for qid, q in wire.items()}
+        for qid, spec in specs.items():
+            if self._examples.get(qid):
+                shots = render_examples(qid, self._examples[qid], spec.allowed)
+                spec.prompt_text = f"{spec.prompt_text}\n{shots}"
         state_text = _render(state)
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self._concurrency)
@@ -328,13 +380,24 @@ class ModelJudgeClient:
             usage,
         )
 
+    async def explain(
+        self, state: State, question: Question | Mapping[str, Any], detail: str
+    ) -> tuple[str, Usage]:
+        """One sentence of feedback for an answer that failed `question`, and its usage.
+
+        `Judge` calls it for each FAILED criterion when `explain_failures` is set.
+        """
+        wire = questions_to_wire({"criterion": question})["criterion"]
+        prompt = explain_prompt(_render(state), wire, detail, self._temperature)
+        return await ask_explanation(self._model, prompt)
+
     def _prompt(self, spec: _Spec, state_text: str, model: str | None) -> Prompt:
         user = f"State:\n{state_text}\n\n{spec.prompt_text}"
         if self._constraint == "grammar":
             user += "\nReply with the answer only."
             options = ChatOptions(
                 model=model,
-                temperature=0.0,
+                temperature=self._temperature,
                 max_tokens=max(4, max(len(a) for a in spec.allowed) + 2),
                 extra_body={"grammar": _grammar(spec.allowed)},
             )
@@ -342,7 +405,7 @@ class ModelJudgeClient:
             user += '\nReply with a JSON object: {"answer": <one of the allowed answers>}.'
             options = ChatOptions(
                 model=model,
-                temperature=0.0,
+                temperature=self._temperature,
                 max_tokens=32 + 2 * max(len(a) for a in spec.allowed),
                 response_format=ResponseFormat(
                     name="answer", schema=_schema(spec.allowed), strict=True
@@ -355,7 +418,17 @@ class ModelJudgeClient:
     async def _ask(
         self, qid: str, spec: _Spec, state_text: str, model: str | None
     ) -> tuple[Answer, Usage, str | None]:
-        response: ChatResponse = await self._model.call(self._prompt(spec, state_text, model))
+        prompt = self._prompt(spec, state_text, model)
+        recorder = ModelCallRecorder(self._telemetry, self._model, prompt)
+        try:
+            with trace.use_span(
+                recorder.span, record_exception=False, set_status_on_exception=False
+            ):
+                response: ChatResponse = await self._model.call(prompt)
+        except BaseException as exc:
+            recorder.fail(exc)
+            raise
+        recorder.finish(response)
         generation = response.result
         text = generation.text
         probabilities: dict[str, float] | None = None

@@ -314,7 +314,11 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
         model = body.get("model")
         if not isinstance(model, str):
             raise _Bad("model", "a string")
-        raw_answers = _mapping(body.get("answers", {}), "answers")
+        if "answers" not in body:
+            # Required by the API's schema: a body without it is not an answer at all, and
+            # reading it as "no answers" would turn a broken server into silent judge misses.
+            raise _Bad("answers", "an object of answers (the field is missing)")
+        raw_answers = _mapping(body["answers"], "answers")
         answers: dict[str, Answer] = {}
         unknown: dict[str, Mapping[str, Any]] = {}
         for name, raw in raw_answers.items():

@@ -45,12 +45,13 @@ import httpx2
 try:
     import anthropic
     from anthropic import AsyncAnthropic
+    from anthropic.types import Message
 except ImportError as _import_error:
     raise ImportError(
         'AnthropicChatModel needs the anthropic package: pip install "jevrefine[anthropic]"'
     ) from _import_error
 
-from .._headers import parse_retry_after, safe_headers
+from .._headers import parse_retry_after, redact_error, safe_headers
 from ..exceptions import (
     ModelConnectionError,
     ModelError,
@@ -260,6 +261,15 @@ class AnthropicChatModel(ChatModel):
             if "Streaming is required" not in str(exc):
                 raise
             return concat_chunks([chunk async for chunk in self._stream(prompt)])
+        if not isinstance(message, Message) or not isinstance(message.content, list):
+            # The SDK hands back a 200 body it could not read as a message (text, a JSON list,
+            # an object without `content`) as it is: say so, instead of a TypeError later.
+            raise ModelError(
+                f"{params['model']} at {self.server_address} answered with a response that "
+                "could not be read: "
+                "expected a message object with content",
+                model_name=params["model"],
+            )
         return _chat_response(message)
 
     def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
@@ -345,7 +355,19 @@ class AnthropicChatModel(ChatModel):
 
     @contextlib.contextmanager
     def _map_errors(self, model: str) -> Iterator[None]:
-        """Translate the SDK's (and, mid-stream, the transport's) errors into jevrefine's."""
+        """Translate the SDK's (and, mid-stream, the transport's) errors into jevrefine's.
+
+        The key is blanked out of the error and its causes, should the server echo it back.
+        """
+        try:
+            with self._translate_errors(model):
+                yield
+        except ModelError as error:
+            redact_error(error, self._client.api_key)
+            raise
+
+    @contextlib.contextmanager
+    def _translate_errors(self, model: str) -> Iterator[None]:
         where = self.server_address
         try:
             yield

@@ -31,12 +31,13 @@ import httpx2
 try:
     import openai
     from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletion
 except ImportError as _import_error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'OpenAIChatModel needs the `openai` package: pip install "jevrefine[openai]"'
     ) from _import_error
 
-from .._headers import parse_retry_after, safe_headers
+from .._headers import parse_retry_after, redact_error, safe_headers
 from ..exceptions import (
     EmptyResponseError,
     ModelConnectionError,
@@ -203,6 +204,14 @@ class OpenAIChatModel(ChatModel):
         model = params["model"]
         with self._map_api_errors(model):
             completion = await self._client.chat.completions.create(**params, extra_body=extra_body)
+        if not isinstance(completion, ChatCompletion):
+            # The SDK hands back a 200 body it could not read as an object (text without a JSON
+            # content type, a JSON list) unchanged: say so, instead of an AttributeError later.
+            raise ModelError(
+                f"{model} at {self.base_url} sent a response that could not be read: "
+                f"expected a chat completion object, got {type(completion).__name__}",
+                model_name=model,
+            )
         return _response_of(completion, model)
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
@@ -286,7 +295,18 @@ class OpenAIChatModel(ChatModel):
 
     @contextlib.contextmanager
     def _map_api_errors(self, model: str) -> Iterator[None]:
-        """Translate the SDK's exceptions into jevrefine's, once, at the boundary."""
+        """Translate the SDK's exceptions into jevrefine's, once, at the boundary, key blanked."""
+        try:
+            with self._translate_errors(model):
+                yield
+        except ModelError as error:
+            # The SDK's exception stays the cause: blank an echoed key out of it too.
+            if self._secret != _PLACEHOLDER_KEY:
+                redact_error(error, self._secret)
+            raise
+
+    @contextlib.contextmanager
+    def _translate_errors(self, model: str) -> Iterator[None]:
         try:
             yield
         except openai.APITimeoutError as exc:
@@ -588,5 +608,5 @@ def _decoded_body(exc: openai.APIStatusError) -> Any:
         return exc.body
     try:
         return json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the decoder
         return content.decode("utf-8", errors="replace")

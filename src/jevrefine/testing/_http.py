@@ -6,7 +6,8 @@ HTTP/1.1 for the official SDKs: keep-alive, `Content-Length` bodies, chunked res
 server-sent events.
 
 Faults are queued and consumed in order, one per request: `fail(...)`, `drop_connections()`,
-`malformed()`, `delay(...)`.
+`malformed()`, `delay(...)` (slow headers), `reset_mid_body()` and `slow_body(...)`.
+`random_faults(rate, seed=...)` adds seeded random faults to requests that have none queued.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import socket
 import struct
 import threading
@@ -101,7 +103,7 @@ class StreamingHTTPResponse:
 
 @dataclass(slots=True)
 class _Fault:
-    kind: Literal["fail", "drop", "malformed", "delay"]
+    kind: Literal["fail", "drop", "malformed", "delay", "reset_mid_body", "slow_body"]
     times: int
     status: int = 500
     body: Any = None
@@ -130,6 +132,11 @@ class LoopbackHTTPServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._port: int | None = None
+        self._random_rate = 0.0
+        self._random: random.Random | None = None
+        self._random_statuses: tuple[int, ...] = ()
+        self.random_faults_injected = 0
+        """How many requests met a random fault (see `random_faults`)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -233,10 +240,45 @@ class LoopbackHTTPServer:
         """Hold the next `times` responses back by `seconds` (on top of `latency`)."""
         self._queue(_Fault("delay", times, seconds=seconds))
 
+    def reset_mid_body(self, times: int = 1) -> None:
+        """Send the head and half the body of the next `times` answers, then reset the connection.
+
+        The request was received and handled: a client that retries sends it a second time.
+        """
+        self._queue(_Fault("reset_mid_body", times))
+
+    def slow_body(self, seconds: float, times: int = 1) -> None:
+        """Send the head and half the body of the next `times` answers, the rest after `seconds`.
+
+        Unlike `delay` (slow headers), the response has begun when the wait starts, which is
+        what a read timeout on a slow body must catch.
+        """
+        self._queue(_Fault("slow_body", times, seconds=seconds))
+
+    def random_faults(
+        self,
+        rate: float,
+        *,
+        seed: int = 0,
+        statuses: tuple[int, ...] = (429, 500, 502, 503, 529),
+    ) -> None:
+        """From now on, fail each request that has no queued fault with probability `rate`.
+
+        The fault is drawn (seeded, so a run repeats) among the `statuses` and a connection
+        reset before or in the middle of the answer. `rate=0` turns it off.
+        """
+        if not 0 <= rate <= 1:
+            raise ValueError(f"rate must be between 0 and 1, got {rate}")
+        with self._lock:
+            self._random_rate = rate
+            self._random = random.Random(seed)
+            self._random_statuses = statuses
+
     def reset_faults(self) -> None:
-        """Drop every queued fault."""
+        """Drop every queued fault, and stop random ones."""
         with self._lock:
             self._faults.clear()
+            self._random_rate = 0.0
 
     def _queue(self, fault: _Fault) -> None:
         if fault.times < 1:
@@ -247,12 +289,24 @@ class LoopbackHTTPServer:
     def _take_fault(self) -> _Fault | None:
         with self._lock:
             if not self._faults:
-                return None
+                return self._random_fault()
             fault = self._faults[0]
             fault.times -= 1
             if fault.times == 0:
                 self._faults.popleft()
             return fault
+
+    def _random_fault(self) -> _Fault | None:
+        rng = self._random
+        if rng is None or self._random_rate <= 0 or rng.random() >= self._random_rate:
+            return None
+        self.random_faults_injected += 1
+        choice = rng.randrange(len(self._random_statuses) + 2)
+        if choice == 0:
+            return _Fault("drop", 1)
+        if choice == 1:
+            return _Fault("reset_mid_body", 1)
+        return _Fault("fail", 1, status=self._random_statuses[choice - 2])
 
     # -- the protocol ----------------------------------------------------------------------
 
@@ -314,8 +368,44 @@ class LoopbackHTTPServer:
                     {"error": {"message": f"fake server error: {exc!r}"}}, status=500
                 )
         keep_alive = request.headers.get("connection", "").lower() != "close"
+        if fault is not None and fault.kind in ("reset_mid_body", "slow_body"):
+            return await _write_split(writer, response, fault, keep_alive=keep_alive)
         await _write_response(writer, response, keep_alive=keep_alive)
         return keep_alive
+
+
+async def _write_split(
+    writer: asyncio.StreamWriter,
+    response: HTTPResponse | StreamingHTTPResponse,
+    fault: _Fault,
+    *,
+    keep_alive: bool,
+) -> bool:
+    """Write the head and half the body; then reset the connection, or wait and write the rest."""
+    if isinstance(response, StreamingHTTPResponse):  # collect it: the split needs a whole body
+        body = b"".join([chunk async for chunk in response.chunks])
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "transfer-encoding"}
+        response = HTTPResponse(response.status, body, headers)
+    connection = b"connection: keep-alive\r\n" if keep_alive else b"connection: close\r\n"
+    head = [_status_line(response.status), connection]
+    head.extend(f"{k}: {v}\r\n".encode("latin-1") for k, v in response.headers.items())
+    head.append(f"content-length: {len(response.body)}\r\n\r\n".encode("latin-1"))
+    # At least one body byte is held back, so the response is never complete before the fault.
+    half = min(len(response.body) // 2, max(len(response.body) - 1, 0))
+    writer.write(b"".join(head) + response.body[:half])
+    await writer.drain()
+    if fault.kind == "reset_mid_body":
+        transport = writer.transport
+        with contextlib.suppress(Exception):
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+        return False
+    await asyncio.sleep(fault.seconds)
+    writer.write(response.body[half:])
+    await writer.drain()
+    return keep_alive
 
 
 def _response_of(status: int, body: Any, headers: Mapping[str, str]) -> HTTPResponse:

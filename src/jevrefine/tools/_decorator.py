@@ -107,7 +107,7 @@ class FunctionTool:
         """
         try:
             raw = json.loads(arguments) if arguments.strip() else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the decoder
             raise ToolArgumentsError(
                 f"the arguments for tool {self.name!r} are not valid JSON ({exc}); "
                 "send a JSON object that matches the tool's parameters",

@@ -1,0 +1,186 @@
+"""Framework overhead per model call over HTTP: jevrefine vs pydantic-ai vs LangChain.
+
+Every contender makes one chat completion on the same `FakeOpenAIServer` (zero latency, in its
+own process, so this process's CPU is the client's alone), one call at a time:
+
+- `direct AsyncOpenAI`: `await client.chat.completions.create(...)`, no framework — the baseline;
+- `jevrefine`: `ChatClient(OpenAIChatModel(client=<the same AsyncOpenAI>)).prompt(q).call()`;
+- `pydantic-ai`: `Agent(OpenAIChatModel(provider=OpenAIProvider(openai_client=<the same>))).run(q)`;
+- `LangChain`: `ChatOpenAI(base_url=..., max_retries=0).ainvoke(q)` (its own AsyncOpenAI).
+
+Overhead = a contender's time per call − the direct call's, paired round by round (the rounds
+alternate the contenders, so noise hits all alike). The physical limit is an overhead of zero:
+the direct call's time is the HTTP round trip itself. Target: jevrefine's overhead ≤ 1/40 of
+pydantic-ai's. Contenders whose package is missing are skipped, with the reason.
+
+    python -m benchmarks.bench_http_overhead [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from openai import AsyncOpenAI
+
+import jevrefine as jr
+from jevrefine.models.openai import OpenAIChatModel
+
+from ._harness import Measurement, bar, emit, figure, interleaved
+from ._servers import serving
+
+MODEL = "fake-model"
+QUESTION = "What is the weather in Paris?"
+DIRECT = "direct AsyncOpenAI"
+
+
+def contenders(url: str) -> tuple[dict[str, Callable[[], Awaitable[object]]], dict[str, str]]:
+    """The contenders that can run here, and the reasons for those that cannot."""
+    client = AsyncOpenAI(api_key="bench", base_url=url, max_retries=0)
+    messages: Any = [{"role": "user", "content": QUESTION}]
+
+    async def direct() -> object:
+        return await client.chat.completions.create(model=MODEL, messages=messages)
+
+    spec = jr.ChatClient(OpenAIChatModel(MODEL, client=client)).prompt(QUESTION)
+
+    async def ours() -> object:
+        return await spec.call()
+
+    found: dict[str, Callable[[], Awaitable[object]]] = {DIRECT: direct, "jevrefine": ours}
+    missing: dict[str, str] = {}
+    try:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.openai import OpenAIChatModel as PaiOpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        agent = Agent(PaiOpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client)))
+
+        async def pai() -> object:
+            return await agent.run(QUESTION)
+
+        found["pydantic-ai Agent.run"] = pai
+    except ImportError as error:
+        missing["pydantic-ai Agent.run"] = (
+            f"not installed ({error.name}); pip install pydantic-ai-slim[openai]"
+        )
+    try:
+        from langchain_openai import ChatOpenAI
+
+        chat = ChatOpenAI(model=MODEL, base_url=url, api_key="bench", max_retries=0)  # type: ignore[arg-type]
+
+        async def langchain() -> object:
+            return await chat.ainvoke(QUESTION)
+
+        found["LangChain ChatOpenAI.ainvoke"] = langchain
+    except ImportError as error:
+        missing["LangChain ChatOpenAI.ainvoke"] = (
+            f"not installed ({error.name}); pip install langchain-openai"
+        )
+    return found, missing
+
+
+def _ratio(value: float | None) -> str:
+    # jevrefine's overhead can measure ≤ 0 when it is below the noise; no ratio then.
+    return "n/a (jevrefine's overhead is within the noise)" if value is None else f"{value:.1f}×"
+
+
+def overheads(result: dict[str, Measurement], name: str, attr: str) -> list[float]:
+    base = getattr(result[DIRECT], attr)
+    return [a - b for a, b in zip(getattr(result[name], attr), base, strict=True)]
+
+
+async def run(rounds: int, ops: int, warmup: int) -> None:
+    with serving("jevrefine.testing._openai_server", "--latency", "0") as url:
+        calls, missing = contenders(url)
+        result = await interleaved(calls, rounds=rounds, ops_per_round=ops, warmup=warmup)
+
+    rows: dict[str, dict[str, Any]] = {}
+    for name, m in result.items():
+        rows[name] = {
+            "time_per_call": m.per_op,
+            "cpu_per_call": m.cpu_per_op,
+            "overhead": overheads(result, name, "per_op"),
+            "cpu_overhead": overheads(result, name, "cpu_per_op"),
+        }
+    ours = statistics.median(rows["jevrefine"]["overhead"])
+    lines = [
+        "## Framework overhead per model call over HTTP (fake OpenAI server, zero latency)",
+        "",
+        f"One call at a time on `FakeOpenAIServer` in its own process; {rounds} alternating "
+        f"rounds of {ops} calls; median (interquartile range). Overhead = time − the direct "
+        "`AsyncOpenAI` call's time in the same round; CPU is this process's (the client's). "
+        "Physical limit: overhead 0. Command: `python -m benchmarks.bench_http_overhead"
+        f"{' --quick' if rounds < 10 else ''}`.",
+        "",
+        "| contender | time per call | overhead | client CPU per call | CPU overhead |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, row in rows.items():
+        t, o = bar(name, row["time_per_call"], scale=1e6), bar(name, row["overhead"], scale=1e6)
+        c, co = bar(name, row["cpu_per_call"], scale=1e6), bar(name, row["cpu_overhead"], scale=1e6)
+        lines.append(
+            f"| {name} | {t['median']:,.0f} µs ({t['low']:,.0f} – {t['high']:,.0f}) "
+            f"| {o['median']:,.0f} µs ({o['low']:,.0f} – {o['high']:,.0f}) "
+            f"| {c['median']:,.0f} µs | {co['median']:,.0f} µs |"
+        )
+    for name, reason in missing.items():
+        lines.append(f"| {name} | skipped: {reason} | | | |")
+    lines.append("")
+    ours_cpu = statistics.median(rows["jevrefine"]["cpu_overhead"])
+    ratios: dict[str, dict[str, float | None]] = {}
+    for name in rows:
+        if name in (DIRECT, "jevrefine"):
+            continue
+        # Ratios of the medians (per-round ratios explode when ours is near zero); the CPU
+        # overhead is the steadier measure, the wall one carries the loopback's noise.
+        theirs, theirs_cpu = (
+            statistics.median(rows[name][k]) for k in ("overhead", "cpu_overhead")
+        )
+        ratios[name] = {
+            "wall": theirs / ours if ours > 0 else None,
+            "cpu": theirs_cpu / ours_cpu if ours_cpu > 0 else None,
+        }
+        lines.append(
+            f"- {name} overhead / jevrefine overhead: CPU **{_ratio(ratios[name]['cpu'])}**, "
+            f"wall {_ratio(ratios[name]['wall'])}"
+        )
+    lines.append(
+        f"- jevrefine overhead: **{ours_cpu * 1e6:,.0f} µs** of CPU per call "
+        f"({ours_cpu / statistics.median(rows[DIRECT]['cpu_per_call']):.0%} of the direct call's "
+        f"CPU), {ours * 1e6:,.0f} µs of wall time; target ≤ 1/40 of pydantic-ai's."
+    )
+    bars = [
+        bar(name, row["cpu_overhead"], scale=1e6) for name, row in rows.items() if name != DIRECT
+    ]
+    cpu_bars = [bar(name, row["cpu_per_call"], scale=1e6) for name, row in rows.items()]
+    emit(
+        "\n".join(lines),
+        {"rounds": rounds, "ops": ops, "contenders": rows, "skipped": missing, "ratios": ratios},
+        [
+            figure(
+                "http_overhead",
+                "Framework CPU overhead per call over HTTP (CPU − direct AsyncOpenAI's)",
+                "µs per call",
+                bars,
+                ideal=0.0,
+                ideal_label="physical limit (0)",
+            ),
+            figure("http_cpu", "Client CPU per call over HTTP", "µs per call", cpu_bars),
+        ],
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few rounds, for a smoke run")
+    args = parser.parse_args(argv)
+    rounds, ops, warmup = (4, 30, 10) if args.quick else (11, 100, 50)
+    anyio.run(run, rounds, ops, warmup)
+
+
+if __name__ == "__main__":
+    main()

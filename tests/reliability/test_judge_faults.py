@@ -1,0 +1,391 @@
+"""The judge side's fault matrix: `JudgeClient` on `FakeJevServer`, every fault x every policy.
+
+Each case names the promise it proves: retried and succeeded, or the typed error after exactly
+the promised number of attempts (requests the server saw). Backoff waits are recorded, not slept.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import pytest
+
+from jevrefine.jev import (
+    JudgeAPIError,
+    JudgeAuthenticationError,
+    JudgeBadRequestError,
+    JudgeClient,
+    JudgeConnectionError,
+    JudgeError,
+    JudgeNotFoundError,
+    JudgeOverloadedError,
+    JudgePermissionDeniedError,
+    JudgeRateLimitError,
+    JudgeRequestTimeoutError,
+    JudgeRequestTooLargeError,
+    JudgeResponseError,
+    JudgeServerError,
+    JudgeTimeoutError,
+    JudgeValidationError,
+    Noul,
+    RetryPolicy,
+)
+from jevrefine.jev.responses import UnknownAnswerWarning
+from jevrefine.testing import FakeJevServer
+
+QUESTIONS = {"grounded": Noul("Is every claim supported?")}
+TIMEOUT = 0.3
+"""Per-operation timeout of the clients here: a slow fault waits well past it."""
+SLOW = 1.0
+
+
+@dataclass
+class Recorder:
+    """A `RetryPolicy.sleep` that records each wait and returns at once."""
+
+    delays: list[float]
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeJevServer]:
+    async with FakeJevServer() as fake:
+        yield fake
+
+
+def _client(server_url: str, recorder: Recorder, retries: int) -> JudgeClient:
+    policy = RetryPolicy(max_retries=retries, sleep=recorder)
+    return JudgeClient("test-key", base_url=server_url, retry=policy, timeout=TIMEOUT)
+
+
+Fault = Callable[[FakeJevServer], None]
+
+# Transient faults: the default policy (2 retries) recovers from one; with retries off, the
+# caller gets the typed error after one attempt.
+TRANSIENT: dict[str, tuple[Fault, type[JudgeError]]] = {
+    "reset mid-body": (lambda s: s.reset_mid_body(), JudgeConnectionError),
+    "reset before answering": (lambda s: s.drop_connections(), JudgeConnectionError),
+    "slow headers": (lambda s: s.delay(SLOW), JudgeTimeoutError),
+    "slow body": (lambda s: s.slow_body(SLOW), JudgeTimeoutError),
+    "408": (lambda s: s.fail(408), JudgeRequestTimeoutError),
+    "429": (lambda s: s.fail(429), JudgeRateLimitError),
+    "500": (lambda s: s.fail(500), JudgeServerError),
+    "502": (lambda s: s.fail(502), JudgeServerError),
+    "503": (lambda s: s.fail(503), JudgeServerError),
+    "529": (lambda s: s.fail(529), JudgeOverloadedError),
+}
+
+# Permanent faults: never retried, whatever the policy; one request only.
+PERMANENT: dict[str, tuple[Fault, type[JudgeError]]] = {
+    "400": (lambda s: s.fail(400), JudgeBadRequestError),
+    "401": (lambda s: s.fail(401), JudgeAuthenticationError),
+    "403": (lambda s: s.fail(403), JudgePermissionDeniedError),
+    "404": (lambda s: s.fail(404), JudgeNotFoundError),
+    "413": (lambda s: s.fail(413), JudgeRequestTooLargeError),
+    "422": (lambda s: s.fail(422), JudgeValidationError),
+    "malformed JSON": (lambda s: s.malformed(), JudgeResponseError),
+    "truncated JSON": (
+        lambda s: s.fail(200, b'{"model": "jev-1.13.0", "answers": {"grounded": {"ty'),
+        JudgeResponseError,
+    ),
+    "answers missing": (
+        lambda s: s.fail(200, {"model": "jev-1.13.0", "usage": {"input_tokens": 1}}),
+        JudgeResponseError,
+    ),
+    "answer field missing": (
+        lambda s: s.fail(200, {"model": "jev-1.13.0", "answers": {"grounded": {"type": "noul"}}}),
+        JudgeResponseError,
+    ),
+    "answers not an object": (
+        lambda s: s.fail(200, {"model": "jev-1.13.0", "answers": ["grounded"]}),
+        JudgeResponseError,
+    ),
+    # The declared length alone is over the bound: refused before the body is read.
+    "huge body": (
+        lambda s: s.fail(200, b'{"model": "' + b"x" * (17 * 1024 * 1024) + b'"}'),
+        JudgeResponseError,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSIENT))
+async def test_transient_fault_is_retried_and_succeeds(server: FakeJevServer, name: str) -> None:
+    """Promise: a single transient fault costs one retry, invisible to the caller."""
+    fault, _ = TRANSIENT[name]
+    fault(server)
+    recorder = Recorder([])
+    async with _client(server.base_url, recorder, retries=2) as client:
+        response = await client.system_one("The sky is blue.", QUESTIONS)
+    assert 0.0 <= response.noul("grounded").noul <= 1.0
+    assert len(server.requests) == 2
+    assert len(recorder.delays) == 1
+    # The retry says it is one, like the official SDK.
+    assert server.requests[1].headers.get("x-typesafe-retry-count") == "1"
+
+
+@pytest.mark.parametrize("name", list(TRANSIENT))
+async def test_transient_fault_without_retries_raises_typed(
+    server: FakeJevServer, name: str
+) -> None:
+    """Promise: with retries off, exactly one attempt and the typed error of that fault."""
+    fault, error = TRANSIENT[name]
+    fault(server)
+    recorder = Recorder([])
+    async with _client(server.base_url, recorder, retries=0) as client:
+        with pytest.raises(error):
+            await client.system_one("The sky is blue.", QUESTIONS)
+    assert len(server.requests) == 1
+    assert recorder.delays == []
+
+
+@pytest.mark.parametrize("name", list(TRANSIENT))
+async def test_persistent_transient_fault_stops_after_the_retries(
+    server: FakeJevServer, name: str
+) -> None:
+    """Promise: a fault that never clears costs exactly 1 + max_retries attempts, then raises."""
+    fault, error = TRANSIENT[name]
+    for _ in range(3):
+        fault(server)
+    recorder = Recorder([])
+    async with _client(server.base_url, recorder, retries=2) as client:
+        with pytest.raises(error):
+            await client.system_one("The sky is blue.", QUESTIONS)
+    assert len(server.requests) == 3
+    assert len(recorder.delays) == 2
+
+
+@pytest.mark.parametrize("name", list(PERMANENT))
+@pytest.mark.parametrize("retries", [0, 2])
+async def test_permanent_fault_is_never_retried(
+    server: FakeJevServer, name: str, retries: int
+) -> None:
+    """Promise: client errors and unreadable answers raise at once; the request is sent once."""
+    fault, error = PERMANENT[name]
+    fault(server)
+    recorder = Recorder([])
+    async with _client(server.base_url, recorder, retries=retries) as client:
+        with pytest.raises(error) as caught:
+            await client.system_one("The sky is blue.", QUESTIONS)
+    assert len(server.requests) == 1
+    assert recorder.delays == []
+    if isinstance(caught.value, JudgeAPIError):
+        assert caught.value.request_id  # the fake's request id travels with the error
+    # The client is still usable: nothing half-read is left on a pooled connection.
+    async with _client(server.base_url, recorder, retries=0) as client:
+        await client.system_one("The sky is blue.", QUESTIONS)
+
+
+async def test_huge_chunked_body_is_cut_off(server: FakeJevServer) -> None:
+    """Promise: a body with no declared length is read only up to the bound, not to the end."""
+    from jevrefine.jev._transport import KeepAliveTransport, ResponseTooLargeError
+    from jevrefine.testing._http import HTTPRequest, StreamingHTTPResponse
+
+    sent: list[int] = []
+
+    async def flood() -> AsyncIterator[bytes]:
+        for _ in range(1000):  # 1000 x 64 KiB = 64 MiB offered; the bound is 1 MiB
+            sent.append(1)
+            yield b"x" * 65536
+
+    async def handle(request: HTTPRequest) -> StreamingHTTPResponse:
+        return StreamingHTTPResponse(flood(), headers={"content-type": "application/json"})
+
+    server.handle = handle  # type: ignore[method-assign]
+    import httpx2
+
+    transport = KeepAliveTransport(max_response_bytes=1024 * 1024)
+    async with httpx2.AsyncClient(transport=transport) as http:
+        with pytest.raises(ResponseTooLargeError):
+            await http.post(server.base_url + "/v1/systemone", content=b"{}")
+    # The server could only push what the socket buffers took beyond the 1 MiB read.
+    assert len(sent) < 1000
+
+
+def _retry_after_date(seconds: int) -> str:
+    return email.utils.formatdate(time.time() + seconds, usegmt=True)
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "3"}, (3.0, 3.0)),
+        ({"retry-after-ms": "1500"}, (1.5, 1.5)),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, (1.5, 1.5)),  # ms wins
+        # An HTTP date: whole seconds on the wire, so allow the clock's rounding.
+        # (The date is written when the test runs: see below.)
+        ({"retry-after": "DATE+30"}, (28.0, 30.0)),
+    ],
+)
+@pytest.mark.parametrize("status", [429, 503, 529])
+async def test_retry_after_wins_over_backoff(
+    server: FakeJevServer, headers: dict[str, str], expected: tuple[float, float], status: int
+) -> None:
+    """Promise: the server's Retry-After (either form) is the wait before the retry."""
+    if headers.get("retry-after") == "DATE+30":
+        headers = {"retry-after": _retry_after_date(30)}
+    server.fail(status, headers=headers)
+    recorder = Recorder([])
+    policy = RetryPolicy(max_retries=2, sleep=recorder)
+    # total_timeout above the longest wait, so the client waits instead of giving up early.
+    client = JudgeClient("test-key", base_url=server.base_url, retry=policy, total_timeout=60)
+    async with client:
+        await client.system_one("The sky is blue.", QUESTIONS)
+    assert len(recorder.delays) == 1
+    low, high = expected
+    assert low <= recorder.delays[0] <= high
+
+
+async def test_connection_refused_is_retried_then_typed() -> None:
+    """Promise: nothing listening is a `JudgeConnectionError` after 1 + max_retries attempts."""
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    recorder = Recorder([])
+    async with _client(f"http://127.0.0.1:{port}", recorder, retries=2) as client:
+        with pytest.raises(JudgeConnectionError) as caught:
+            await client.system_one("The sky is blue.", QUESTIONS)
+    assert not isinstance(caught.value, JudgeTimeoutError)
+    assert len(recorder.delays) == 2
+
+
+async def test_unknown_answer_type_is_set_aside_with_a_warning(server: FakeJevServer) -> None:
+    """Promise: an answer type from a newer API is kept aside, the known answers still served."""
+    body = {
+        "model": "jev-1.14.0",
+        "answers": {
+            "grounded": {"type": "noul", "noul": 0.75},
+            "region": {"type": "polygon", "points": [[0, 0]]},
+        },
+        "usage": {"input_tokens": 3, "output_tokens": 0},
+        "latency_ms": 12,  # an extra top-level field is ignored
+    }
+    server.fail(200, body)
+    async with _client(server.base_url, Recorder([]), retries=2) as client:
+        with pytest.warns(UnknownAnswerWarning, match="polygon"):
+            response = await client.system_one("The sky is blue.", QUESTIONS)
+    assert response.noul("grounded").noul == 0.75
+    assert set(response.unknown_answers) == {"region"}
+    assert len(server.requests) == 1
+
+
+async def test_empty_answers_is_a_response_without_the_answer(server: FakeJevServer) -> None:
+    """Promise: an empty answers map parses; asking for the missing answer is a LookupError."""
+    from jevrefine.jev import AnswerNotFoundError
+
+    server.fail(200, {"model": "jev-1.13.0", "answers": {}, "usage": {"input_tokens": 1}})
+    async with _client(server.base_url, Recorder([]), retries=2) as client:
+        response = await client.system_one("The sky is blue.", QUESTIONS)
+    with pytest.raises(AnswerNotFoundError):
+        response.noul("grounded")
+    assert len(server.requests) == 1
+
+
+async def test_total_timeout_bounds_the_whole_call(server: FakeJevServer) -> None:
+    """Promise: slow faults and backoff together never outlast `total_timeout`."""
+    server.delay(5.0, times=5)
+    client = JudgeClient(
+        "test-key",
+        base_url=server.base_url,
+        retry=RetryPolicy(max_retries=5, initial_backoff=0.05),
+        timeout=0.4,
+        total_timeout=1.0,
+    )
+    start = time.monotonic()
+    async with client:
+        with pytest.raises(JudgeTimeoutError):
+            await client.system_one("The sky is blue.", QUESTIONS)
+    assert time.monotonic() - start < 2.0
+    assert len(server.requests) <= 3
+
+
+async def test_waiting_for_a_pooled_connection_is_not_a_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Promise: calls beyond the pool size queue for a connection; only the server's slowness
+    counts against `timeout` (before the fix, the queued calls failed with a bare TimeoutError).
+    """
+    import anyio
+
+    import jevrefine.jev.client as client_module
+
+    monkeypatch.setattr(client_module, "_POOL_SIZE", 2)
+    outcomes: list[str] = []
+    async with FakeJevServer(latency=0.15) as server:
+        client = JudgeClient(
+            "test-key", base_url=server.base_url, retry=RetryPolicy(max_retries=0), timeout=0.25
+        )
+        async with client:
+
+            async def one() -> None:
+                try:
+                    await client.system_one("The sky is blue.", QUESTIONS)
+                    outcomes.append("ok")
+                except Exception as exc:
+                    outcomes.append(type(exc).__name__)
+
+            async with anyio.create_task_group() as group:
+                for _ in range(6):
+                    group.start_soon(one)
+    assert outcomes == ["ok"] * 6
+    assert len(server.requests) == 6
+
+
+async def test_transport_pool_timeout_is_httpx_typed(server: FakeJevServer) -> None:
+    """Promise: the lean transport's pool wait raises httpx's `PoolTimeout`, a TimeoutException,
+    never a bare `TimeoutError` that escapes every `except httpx.TransportError`.
+    """
+    import anyio
+    import httpx2
+
+    from jevrefine.jev._transport import KeepAliveTransport
+
+    server.delay(0.5)
+    errors: list[BaseException] = []
+    async with httpx2.AsyncClient(transport=KeepAliveTransport(max_connections=1)) as http:
+
+        async def post() -> None:
+            try:
+                await http.get(server.base_url + "/v1/models", timeout=httpx2.Timeout(2, pool=0.1))
+            except Exception as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(post)
+            await anyio.sleep(0.05)
+            group.start_soon(post)
+    assert len(errors) == 1
+    assert isinstance(errors[0], httpx2.PoolTimeout)
+
+
+@pytest.mark.parametrize(
+    ("fault", "requests", "ok"),
+    [
+        # No byte of an answer came back on a pooled connection: it may have been closed while
+        # idle, so the transport sends once more on a new one (as urllib3 does).
+        ("reset before answering", 2, True),
+        # The answer had begun: the server handled the request, so it is never sent again.
+        ("reset mid-body", 1, False),
+    ],
+)
+async def test_a_reused_connection_is_resent_only_before_any_answer(
+    server: FakeJevServer, fault: str, requests: int, ok: bool
+) -> None:
+    """Promise: with retries off, a request is sent twice only when no answer had begun."""
+    recorder = Recorder([])
+    async with _client(server.base_url, recorder, retries=0) as client:
+        await client.system_one("warm", QUESTIONS)  # leaves a pooled keep-alive connection
+        before = len(server.requests)
+        TRANSIENT[fault][0](server)
+        if ok:
+            await client.system_one("The sky is blue.", QUESTIONS)
+        else:
+            with pytest.raises(JudgeConnectionError):
+                await client.system_one("The sky is blue.", QUESTIONS)
+    assert len(server.requests) - before == requests
+    assert recorder.delays == []
