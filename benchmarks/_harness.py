@@ -7,6 +7,7 @@ with the interquartile range.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -60,12 +61,29 @@ async def interleaved(
         order = names if round_index % 2 == 0 else list(reversed(names))
         for name in order:
             call = contenders[name]
+            gc.collect()  # every block starts from the same heap, not the previous one's garbage
             cpu0, started = time.process_time(), time.perf_counter()
             for _ in range(ops_per_round):
                 await call()
             times[name].append((time.perf_counter() - started) / ops_per_round)
             cpu[name].append((time.process_time() - cpu0) / ops_per_round)
     return {name: Measurement(name, values, cpu[name]) for name, values in times.items()}
+
+
+async def python_calls_per_op(call: Callable[[], Awaitable[object]], ops: int) -> float:
+    """Python function calls made per operation (cProfile's count): a measure of work done
+    that, unlike time, no other process on the machine can disturb."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        for _ in range(ops):
+            await call()
+    finally:
+        profile.disable()
+    return float(pstats.Stats(profile).total_calls) / ops
 
 
 def micros(seconds: float) -> str:

@@ -9,9 +9,12 @@ own process, so this process's CPU is the client's alone), one call at a time:
 - `LangChain`: `ChatOpenAI(base_url=..., max_retries=0).ainvoke(q)` (its own AsyncOpenAI).
 
 Overhead = a contender's time per call − the direct call's, paired round by round (the rounds
-alternate the contenders, so noise hits all alike). The physical limit is an overhead of zero:
-the direct call's time is the HTTP round trip itself. Target: jevrefine's overhead ≤ 1/40 of
-pydantic-ai's. Contenders whose package is missing are skipped, with the reason.
+alternate the contenders, so noise hits all alike). The SDK's own CPU per call (milliseconds of
+pydantic validation and httpx) dwarfs a lean framework's, so a noise-free cross-check is added:
+Python function calls per call, counted with cProfile in a separate pass. The physical limit
+is an overhead of zero: the direct call's time is the HTTP round trip itself. Target:
+jevrefine's overhead ≤ 1/40 of pydantic-ai's. Contenders whose package is missing are
+skipped, with the reason.
 
     python -m benchmarks.bench_http_overhead [--quick]
 """
@@ -29,7 +32,7 @@ from openai import AsyncOpenAI
 import jevrefine as jr
 from jevrefine.models.openai import OpenAIChatModel
 
-from ._harness import Measurement, bar, emit, figure, interleaved
+from ._harness import Measurement, bar, emit, figure, interleaved, python_calls_per_op
 from ._servers import serving
 
 MODEL = "fake-model"
@@ -97,6 +100,7 @@ async def run(rounds: int, ops: int, warmup: int) -> None:
     with serving("jevrefine.testing._openai_server", "--latency", "0") as url:
         calls, missing = contenders(url)
         result = await interleaved(calls, rounds=rounds, ops_per_round=ops, warmup=warmup)
+        python_calls = {name: await python_calls_per_op(call, 30) for name, call in calls.items()}
 
     rows: dict[str, dict[str, Any]] = {}
     for name, m in result.items():
@@ -105,6 +109,8 @@ async def run(rounds: int, ops: int, warmup: int) -> None:
             "cpu_per_call": m.cpu_per_op,
             "overhead": overheads(result, name, "per_op"),
             "cpu_overhead": overheads(result, name, "cpu_per_op"),
+            "python_calls": python_calls[name],
+            "python_calls_overhead": python_calls[name] - python_calls[DIRECT],
         }
     ours = statistics.median(rows["jevrefine"]["overhead"])
     lines = [
@@ -116,8 +122,9 @@ async def run(rounds: int, ops: int, warmup: int) -> None:
         "Physical limit: overhead 0. Command: `python -m benchmarks.bench_http_overhead"
         f"{' --quick' if rounds < 10 else ''}`.",
         "",
-        "| contender | time per call | overhead | client CPU per call | CPU overhead |",
-        "|---|---:|---:|---:|---:|",
+        "| contender | time per call | overhead | client CPU per call | CPU overhead "
+        "| Python calls per call (added) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, row in rows.items():
         t, o = bar(name, row["time_per_call"], scale=1e6), bar(name, row["overhead"], scale=1e6)
@@ -125,10 +132,11 @@ async def run(rounds: int, ops: int, warmup: int) -> None:
         lines.append(
             f"| {name} | {t['median']:,.0f} µs ({t['low']:,.0f} – {t['high']:,.0f}) "
             f"| {o['median']:,.0f} µs ({o['low']:,.0f} – {o['high']:,.0f}) "
-            f"| {c['median']:,.0f} µs | {co['median']:,.0f} µs |"
+            f"| {c['median']:,.0f} µs | {co['median']:,.0f} µs "
+            f"| {row['python_calls']:,.0f} (+{row['python_calls_overhead']:,.0f}) |"
         )
     for name, reason in missing.items():
-        lines.append(f"| {name} | skipped: {reason} | | | |")
+        lines.append(f"| {name} | skipped: {reason} | | | | |")
     lines.append("")
     ours_cpu = statistics.median(rows["jevrefine"]["cpu_overhead"])
     ratios: dict[str, dict[str, float | None]] = {}
@@ -140,13 +148,18 @@ async def run(rounds: int, ops: int, warmup: int) -> None:
         theirs, theirs_cpu = (
             statistics.median(rows[name][k]) for k in ("overhead", "cpu_overhead")
         )
+        ours_calls = rows["jevrefine"]["python_calls_overhead"]
         ratios[name] = {
             "wall": theirs / ours if ours > 0 else None,
             "cpu": theirs_cpu / ours_cpu if ours_cpu > 0 else None,
+            "python_calls": (
+                rows[name]["python_calls_overhead"] / ours_calls if ours_calls > 0 else None
+            ),
         }
         lines.append(
             f"- {name} overhead / jevrefine overhead: CPU **{_ratio(ratios[name]['cpu'])}**, "
-            f"wall {_ratio(ratios[name]['wall'])}"
+            f"wall {_ratio(ratios[name]['wall'])}, Python calls "
+            f"{_ratio(ratios[name]['python_calls'])}"
         )
     lines.append(
         f"- jevrefine overhead: **{ours_cpu * 1e6:,.0f} µs** of CPU per call "
@@ -178,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds, for a smoke run")
     args = parser.parse_args(argv)
-    rounds, ops, warmup = (4, 30, 10) if args.quick else (11, 100, 50)
+    rounds, ops, warmup = (4, 30, 10) if args.quick else (41, 30, 50)
     anyio.run(run, rounds, ops, warmup)
 
 

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.n, args.rounds, args.warmup = 10, 1, 2
     else:
-        args.n, args.rounds, args.warmup = 100, 3, 10
+        args.n, args.rounds, args.warmup = 100, 5, 10
     args.quick = bool(args.quick)
     anyio.run(run, args)
 

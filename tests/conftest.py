@@ -1,14 +1,16 @@
-"""Shared fixtures: the real local model server (once per session) and OpenTelemetry in memory."""
+"""Shared fixtures: the real local model server (once per session), a fake Jev server and
+OpenTelemetry in memory."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from jevrefine.local import LocalModelServer, LocalModelUnavailableError
+from jevrefine.testing import FakeJevServer
 from support import Telemetry
 
 
@@ -40,3 +42,10 @@ def local_server() -> Iterator[LocalModelServer]:
 @pytest.fixture
 def otel() -> Telemetry:
     return Telemetry()
+
+
+@pytest.fixture
+async def jev_server() -> AsyncIterator[FakeJevServer]:
+    """A `FakeJevServer` with its default answers."""
+    async with FakeJevServer() as server:
+        yield server

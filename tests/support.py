@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+from typing import Any
+
+import pydantic
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from jevrefine.models.base import ChatModel
 
 
 class Telemetry:
@@ -33,3 +39,37 @@ class Telemetry:
                 for metric in scope.metrics:
                     found.setdefault(metric.name, []).extend(metric.data.data_points)
         return found
+
+
+class Sleeps:
+    """An injected `sleep` (`RetryPolicy(sleep=...)`): records the delays, returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago, and that nobody listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+class City(pydantic.BaseModel):
+    """A small structured-output type for `entity()` tests."""
+
+    name: str
+    population: int
+
+
+def pool_connections(model: ChatModel) -> tuple[int, int]:
+    """(busy, idle) connections of the SDK's httpx pool."""
+    sdk: Any = model.client  # type: ignore[attr-defined]
+    connections = sdk._client._transport._pool.connections
+    busy = sum(1 for c in connections if not (c.is_idle() or c.is_closed()))
+    idle = sum(1 for c in connections if c.is_idle())
+    return busy, idle

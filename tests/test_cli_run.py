@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,9 @@ import anyio
 import pytest
 
 from jevrefine import cli
+from jevrefine._cli_config import AnswerCheck, ConfigError, load_config
+from jevrefine.jev.criteria import CheckCriterion, QuestionCriterion
+from jevrefine.jev.judge import JudgeInput
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
 SECRET = "sk-test-do-not-print-0123456789"
@@ -205,7 +209,12 @@ def test_check_config_prints_settings_but_no_secret(
         ("[model]\nprovider = 'nope'\n", "model.provider"),
         ("[model\n", "not valid TOML"),
         ("[judge]\nkind = 'jev'\n", "at least one [[judge.criteria]]"),
-        ("[run]\nconcurency = 3\n", "run.concurency"),
+        ("[run]\nconcurency = 3\n", "run.concurency: unknown key; did you mean concurrency?"),
+        (
+            "[judge]\nkind = 'jev'\n[[judge.criteria]]\nkind = 'choice'\nname = 't'\n"
+            "question = 'Tone?'\noptions = ['polite', 'rude']\naccept = ['kind']\n",
+            "judge.criteria[0].accept: choice('t'): accepted label(s) ['kind'] are not options",
+        ),
     ],
 )
 def test_bad_config_exits_2(
@@ -215,6 +224,205 @@ def test_bad_config_exits_2(
     config.write_text(content, encoding="utf-8")
     assert cli.main(["check-config", "--config", str(config)]) == 2
     assert message in capsys.readouterr().err
+
+
+CRITERIA = """
+[judge]
+kind = "jev"
+base_url = "{jev_url}"
+min_confidence = 0.5
+
+[[judge.criteria]]
+kind = "check"
+name = "short"
+max_length = 40
+must_not_contain = ["AS AN AI"]
+ignore_case = true
+
+[[judge.criteria]]
+kind = "choice"
+name = "tone"
+question = "What is the tone of `assistant_answer`?"
+options = {{ polite = "Courteous", rude = "Insulting" }}
+accept = ["polite"]
+
+[[judge.criteria]]
+kind = "score"
+name = "helpfulness"
+question = "How helpful is `assistant_answer`?"
+levels = ["useless", "partial", "helpful"]
+minimum = 1.5
+when_chosen = {{ criterion = "tone", labels = ["polite"] }}
+
+[[judge.criteria]]
+name = "is_grounded"
+question = "Is `assistant_answer` grounded?"
+when_false = "States something unsupported"
+minimum = 0.6
+when_passed = "tone"
+"""
+
+
+def typed_answers(state: dict[str, Any], questions: dict[str, Any]) -> dict[str, Any]:
+    """Polite and helpful, unless the answer mentions 'rude'."""
+    rude = "rude" in state["assistant_answer"]
+    answers: dict[str, Any] = {}
+    for qid, question in questions.items():
+        if question["type"] == "choice":
+            answers[qid] = "rude" if rude else "polite"
+        elif question["type"] == "score":
+            answers[qid] = 1.8  # the expected level: mass on levels 1 and 2
+        else:
+            answers[qid] = 0.9
+    return answers
+
+
+async def test_judge_with_every_criterion_kind(tmp_path: Path) -> None:
+    pairs = [
+        {"id": "ok", "question": "Hi?", "answer": "Hello there."},
+        {"id": "rude", "question": "Hi?", "answer": "a rude reply"},
+        {"id": "long", "question": "Hi?", "answer": "As an AI, " + "x" * 60},
+    ]
+    source = write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    output = tmp_path / "verdicts.jsonl"
+    async with FakeJevServer(typed_answers) as jev:
+        config = tmp_path / "jevrefine.toml"
+        config.write_text(CRITERIA.format(jev_url=jev.base_url), encoding="utf-8")
+        code = await run_cli(
+            "judge", str(source), "-o", str(output), "--config", str(config), "--no-progress"
+        )
+        asked = [sorted(request.json["questions"]) for request in jev.requests]
+    assert code == 0
+    rows = {row["id"]: row for row in read_jsonl(output)}
+    assert rows["ok"]["passed"] is True
+    assert rows["ok"]["findings"] == {
+        "short": "PASSED",
+        "tone": "PASSED",
+        "helpfulness": "PASSED",
+        "is_grounded": "PASSED",
+    }
+    rude = rows["rude"]
+    assert rude["passed"] is False
+    assert rude["findings"]["tone"] == "FAILED"
+    # Both depend on the tone: not applicable once it failed.
+    assert rude["findings"]["helpfulness"] == rude["findings"]["is_grounded"] == "NOT_APPLICABLE"
+    assert rows["long"]["findings"]["short"] == "FAILED"
+    assert "at most 40 characters" in rows["long"]["feedback"]
+    assert ["helpfulness", "is_grounded", "tone"] in asked  # the check is never sent
+
+
+def test_answer_checks() -> None:
+    def answer(text: str) -> JudgeInput:
+        return JudgeInput("q", text)
+
+    check = AnswerCheck(
+        max_length=20,
+        min_length=3,
+        pattern=re.compile(r"\d"),
+        must_contain=("Paris",),
+        must_not_contain=("maybe",),
+    )
+    assert check(answer("Paris, 2 million"))
+    assert not check(answer("Paris"))  # no digit
+    assert not check(answer("2 Lyon"))  # no Paris
+    assert not check(answer("Paris 2, maybe"))
+    assert not check(answer("Paris has about 2.1 million people"))  # too long
+    assert "be at most 20 characters long" in check.describe()
+    assert AnswerCheck(must_contain=("paris",), ignore_case=True)(answer("PARIS"))
+
+
+@pytest.mark.parametrize(
+    ("criterion", "key", "hint"),
+    [
+        ("name = 'a'\nquestion = 'q'\nlevels = ['x', 'y']\n", "judge.criteria[0].levels",
+         'levels belongs to kind = "score" criteria'),
+        ("kind = 'score'\nname = 'a'\nquestion = 'q'\nlevels = ['x', 'y']\nminimum = 3\n",
+         "judge.criteria[0].minimum", "minimum must be between 0 and 1"),
+        ("kind = 'score'\nname = 'a'\nquestion = 'q'\nlevels = ['x']\nminimum = 0\n",
+         "judge.criteria[0].levels", "give 2 to 10, lowest first"),
+        ("kind = 'score'\nname = 'a'\nquestion = 'q'\nlevels = ['x', 'y']\n",
+         "judge.criteria[0].minimum", "required key missing: add minimum = ..."),
+        ("kind = 'choise'\nname = 'a'\nquestion = 'q'\n", "judge.criteria[0]",
+         'kind must be "noul" (the default), "score", "choice" or "check"'),
+        ("kind = 'check'\nname = 'a'\n", "judge.criteria[0]",
+         "needs at least one test: max_length, min_length, pattern"),
+        ("kind = 'check'\nname = 'a'\npattern = '('\n", "judge.criteria[0].pattern",
+         "missing ), unterminated subpattern"),
+        ("kind = 'check'\nname = 'a'\nmax_length = 5\n", "judge.criteria",
+         "at least one question criterion"),
+        ("name = 'a'\nquestion = 'q'\nwhen_passed = 'b'\n", "judge.criteria[0].when_passed",
+         "dependencies must point backwards"),
+        ("name = 'a'\nquestion = 'q'\n[[judge.criteria]]\nname = 'a'\nquestion = 'r'\n",
+         "judge.criteria[1].name", "two criteria are named 'a'"),
+        ("name = 'a'\nquestion = 'q'\nwhen_chosen = { criterion = 'a', labels = [] }\n",
+         "judge.criteria[0].when_chosen.labels", "at least 1 item"),
+    ],
+)  # fmt: skip
+def test_bad_criteria_name_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], criterion: str, key: str, hint: str
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(f"[judge]\nkind = 'jev'\n[[judge.criteria]]\n{criterion}", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(str(config), {})
+    assert info.value.key == key
+    assert f"{key}: " in str(info.value)
+    assert hint in str(info.value)
+    assert str(config) in str(info.value)
+    # check-config reports the same, with the key path, and exits 2.
+    assert cli.main(["check-config", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert key in err
+    assert hint in err
+
+
+def test_rating_takes_no_criteria(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(
+        "[judge]\nkind = 'rating'\n[[judge.criteria]]\nname = 'a'\nquestion = 'q'\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match='set kind = "jev"') as info:
+        load_config(str(config), {})
+    assert info.value.key == "judge.criteria"
+
+
+def test_the_cli_guide_toml_is_valid(tmp_path: Path) -> None:
+    guide = Path(__file__).resolve().parents[1] / "docs" / "guide" / "cli.md"
+    blocks = re.findall(r"```toml\n(.*?)```", guide.read_text(encoding="utf-8"), re.DOTALL)
+    assert len(blocks) >= 2
+    for number, block in enumerate(blocks):
+        path = tmp_path / f"guide-{number}.toml"
+        path.write_text(block, encoding="utf-8")
+        config = load_config(str(path), {})
+        if config.judge.kind in ("jev", "model"):
+            kinds = {type(c) for c in config.judge.build_criteria()}
+            assert kinds == {CheckCriterion, QuestionCriterion}
+            assert {c.kind for c in config.judge.criteria} == {"noul", "score", "choice", "check"}
+
+
+async def test_model_judge_answers_the_criteria(tmp_path: Path) -> None:
+    # kind = "model": a chat model (here the fake OpenAI server) answers the typed questions.
+    source = write_jsonl(tmp_path / "in.jsonl", ["question"])
+    output = tmp_path / "out.jsonl"
+    config = tmp_path / "jevrefine.toml"
+    config.write_text(
+        "[judge]\nkind = 'model'\n[[judge.criteria]]\nkind = 'check'\nname = 'short'\n"
+        "max_length = 5\n[[judge.criteria]]\nname = 'ok'\nquestion = 'Is it ok?'\n"
+        "minimum = 0\n[refine]\nmax_repeat_attempts = 1\n",
+        encoding="utf-8",
+    )
+    async with FakeOpenAIServer() as model:
+        code = await run_cli(
+            "run", str(source), "-o", str(output), "--config", str(config), "--provider",
+            "openai", "--base-url", model.base_url, "--no-progress",
+        )  # fmt: skip
+        requests = len(model.chat_requests)
+    assert code == 0
+    (row,) = read_jsonl(output)
+    assert row["answer"].startswith("Echo: question")
+    assert (row["passed"], row["attempts"]) == (False, 2)  # the check fails both attempts
+    assert requests == 4  # two answers, and the model judged each one
 
 
 def test_missing_input_or_config_exits_2(

@@ -77,6 +77,13 @@ def _name(page: Path) -> str:
 
 _CLOSABLE = (ChatModel, JudgeClient)
 
+
+def _clients_of(value: object) -> list[ChatModel | JudgeClient]:
+    """The clients `value` is or holds directly (a `ChatClient`'s model, a `Judge`'s client)."""
+    inner = [value, getattr(value, "model", None), getattr(value, "client", None)]
+    return [c for c in inner if isinstance(c, _CLOSABLE)]
+
+
 RUNNABLE = [
     p
     for p in PAGES
@@ -97,11 +104,10 @@ def _fakes_in_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNam
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=_name)
-@pytest.mark.filterwarnings("ignore::ResourceWarning")
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_page_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # examples may write files (a SQLite memory, results)
     skipped: list[str] = []
+    opened: dict[int, ChatModel | JudgeClient] = {}
     # One event loop for the page's top-level `await`s (objects made in one block live on in the
     # next), idle between blocks, so that a block may also call `anyio.run(main)` itself.
     with (
@@ -125,15 +131,18 @@ def test_page_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path
             result = eval(code, namespace)
             if inspect.iscoroutine(result):
                 runner.run(result)
+            # A later block may rebind a name (a setup block's `jev`, then `async with ... as
+            # jev`): remember every client a block left in the namespace, to close it below.
+            opened.update((id(c), c) for v in namespace.values() for c in _clients_of(v))
         # Close what the examples left open (a page may build a model in a setup block and never
-        # close it): otherwise its sockets are reported as unclosed in whatever test runs next.
-        for value in list(namespace.values()):
-            aclose = getattr(value, "aclose", None)
-            if isinstance(value, _CLOSABLE) and callable(aclose):
-                runner.run(aclose())
-    # Examples may drop objects that own sockets (a client inside a judge): collect them here,
-    # where the filters above apply, rather than in an unrelated test later.
-    gc.collect()
+        # close it), on the loop that opened it; closing twice is harmless.
+        for value in opened.values():
+            runner.run(value.aclose())
+        # Drop the page's objects now, while this test runs: an object an example left unclosed
+        # is then reported here, as this page's failure, not in whichever test collects it.
+        namespace.clear()
+        opened.clear()
+        gc.collect()
     for reason in skipped:
         assert reason.strip(), f"a skipped block of {_name(page)} gives no reason"
 

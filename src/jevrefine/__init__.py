@@ -45,6 +45,7 @@ from .exceptions import ModelConnectionError as ModelConnectionError
 from .exceptions import ModelError as ModelError
 from .exceptions import ModelHTTPError as ModelHTTPError
 from .exceptions import ModelTimeoutError as ModelTimeoutError
+from .exceptions import ResponseTooLargeError as ResponseTooLargeError
 from .exceptions import StreamingNotSupportedError as StreamingNotSupportedError
 from .exceptions import StructuredOutputError as StructuredOutputError
 from .exceptions import UserError as UserError
@@ -122,6 +123,7 @@ __all__ = [
     "RefineReport",
     "RefineSummary",
     "ResponseFormat",
+    "ResponseTooLargeError",
     "RetrievalAdvisor",
     "Retriever",
     "SelfRefineAdvisor",

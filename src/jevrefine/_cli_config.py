@@ -11,16 +11,35 @@ temperature = 0.2
 max_tokens = 200
 
 [judge]
-kind = "rating"              # rating (a chat model rates 1-4) | jev (TypeSafe Jev) | none
-provider = "anthropic"       # the rating judge's model; the answering model when left out
-name = "claude-haiku-4-5"
-success_rating = 3
+kind = "jev"                 # rating (a chat model rates 1-4) | jev (TypeSafe Jev) | model | none
+min_confidence = 0.6         # a choice or score with less support is INCONCLUSIVE
 
-[[judge.criteria]]           # kind = "jev": yes/no questions with a minimum P(yes)
+[[judge.criteria]]           # kind = "jev" or "model": the Judge's criteria, in order
+kind = "check"               # a code check on the answer, run locally: never sent
+name = "short_enough"
+max_length = 800
+must_not_contain = ["As an AI"]
+
+[[judge.criteria]]
+kind = "noul"                # yes/no, passes when P(yes) >= minimum (the default kind)
 name = "is_grounded"
 question = "Is every claim in `assistant_answer` supported?"
 when_false = "States something unsupported"
 minimum = 0.7
+
+[[judge.criteria]]
+kind = "score"               # a rubric, lowest level first; passes at level >= minimum
+name = "helpfulness"
+question = "How helpful is `assistant_answer`?"
+levels = ["useless", "partial", "helpful"]
+minimum = 1
+
+[[judge.criteria]]
+kind = "choice"              # one label of several; passes on an accepted label
+name = "tone"
+question = "What is the tone of `assistant_answer`?"
+options = ["polite", "neutral", "rude"]
+accept = ["polite", "neutral"]
 
 [refine]
 max_repeat_attempts = 2
@@ -32,6 +51,10 @@ prompt_field = "prompt"
 id_field = "id"
 ```
 
+A mistake is a `ConfigError` naming the key (`judge.criteria[3].accept: ...`) and what to pass
+instead; `jevrefine check-config` reports it before anything runs. A predicate of your own
+(`check(...)` with a function, `applies_when=`) has no TOML form: build that `Judge` in Python.
+
 API keys come from the environment only (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
 `TYPESAFE_API_KEY`); a config file never holds one, and nothing here prints one.
 """
@@ -39,19 +62,23 @@ API keys come from the environment only (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
+import re
 import tomllib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import pydantic
 
 from .exceptions import UserError
+from .jev.errors import JudgeUsageError
 
 if TYPE_CHECKING:
-    from .jev.judge import Judge
+    from .jev.criteria import Criterion
+    from .jev.judge import Judge, JudgeInput
     from .models.base import ChatModel
 
 __all__ = ["CliConfig", "ConfigError", "load_config", "open_models"]
@@ -62,7 +89,18 @@ _KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "jev": "T
 
 
 class ConfigError(UserError):
-    """The config file or a flag is invalid; the message says which setting and why."""
+    """The config file or a flag is invalid; the message says which setting, why, and the fix.
+
+    Args:
+        message: what is wrong and what to pass instead.
+        key: the first wrong setting's key path, e.g. `judge.criteria[2].accept` (`None` when
+            the problem is not one key's, e.g. a missing file).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        """The wrong setting's key path, or `None`."""
 
 
 class _Section(pydantic.BaseModel):
@@ -86,40 +124,328 @@ class ModelSection(_Section):
     """The longest answer, in tokens."""
 
 
-class NoulCriterionSection(_Section):
-    """One `[[judge.criteria]]` entry: a yes/no question for the Jev judge."""
+class WhenChosenSection(_Section):
+    """`when_chosen = {criterion = "tone", labels = ["rude"]}`: count only after that choice."""
 
-    name: str
-    """The criterion's (and question's) id."""
-    question: str
+    criterion: str
+    """An earlier choice criterion's name."""
+    labels: tuple[str, ...] = pydantic.Field(min_length=1)
+    """The labels it must have chosen."""
+
+
+class _QuestionSection(_Section):
+    name: str = pydantic.Field(min_length=1)
+    """The criterion's (and question's) id; unique within the judge."""
+    question: str = pydantic.Field(min_length=1)
     """The question, about `user_question` and `assistant_answer`."""
+    when_passed: str | None = None
+    """Count this criterion only when this earlier criterion passed."""
+    when_chosen: WhenChosenSection | None = None
+    """Count this criterion only when an earlier choice chose one of some labels."""
+
+
+class NoulCriterionSection(_QuestionSection):
+    """`kind = "noul"` (the default): a yes/no question, passing when P(yes) >= `minimum`."""
+
+    kind: Literal["noul"] = "noul"
+    """The criterion kind."""
+    when_true: str | None = None
+    """What a "yes" looks like."""
     when_false: str | None = None
     """The defect's wording, fed back to the model when the answer fails."""
     minimum: float = pydantic.Field(default=0.5, ge=0, le=1)
     """The least P(yes) that passes."""
 
 
+class ScoreCriterionSection(_QuestionSection):
+    """`kind = "score"`: a rubric, passing when most of the mass is on levels >= `minimum`."""
+
+    kind: Literal["score"]
+    """The criterion kind."""
+    levels: tuple[str, ...]
+    """The rubric, 2 to 10 levels, lowest first (level index = position)."""
+    minimum: float = pydantic.Field(ge=0)
+    """The least level that passes, 0 to `len(levels) - 1` (may fall between levels)."""
+
+
+class ChoiceCriterionSection(_QuestionSection):
+    """`kind = "choice"`: one label of several, passing when most mass is on `accept`ed labels."""
+
+    kind: Literal["choice"]
+    """The criterion kind."""
+    options: tuple[str, ...] | dict[str, str]
+    """The labels (a list), or a table of label = description."""
+    accept: tuple[str, ...] = pydantic.Field(min_length=1)
+    """The labels that pass; each one of `options`."""
+
+
+class CheckCriterionSection(_Section):
+    """`kind = "check"`: a code check on the answer's text, run locally and never sent.
+
+    Every test given must hold: `max_length`, `min_length` (characters), `pattern` (a regular
+    expression found somewhere in the answer), `must_contain` (every one of these texts),
+    `must_not_contain` (none of them).
+    """
+
+    kind: Literal["check"]
+    """The criterion kind."""
+    name: str = pydantic.Field(min_length=1)
+    """Unique within the judge."""
+    defect: str | None = None
+    """The feedback when the check fails; by default, the tests spelled out."""
+    max_length: int | None = pydantic.Field(default=None, ge=1)
+    """The most characters the answer may have."""
+    min_length: int | None = pydantic.Field(default=None, ge=1)
+    """The fewest characters the answer may have."""
+    pattern: str | None = None
+    """A regular expression (Python `re`) the answer must contain a match of."""
+    must_contain: tuple[str, ...] = ()
+    """Texts the answer must contain, every one."""
+    must_not_contain: tuple[str, ...] = ()
+    """Texts the answer must not contain."""
+    ignore_case: bool = False
+    """Compare `pattern`, `must_contain` and `must_not_contain` case-insensitively."""
+
+
+def _criterion_kind(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        kind = value.get("kind", "noul")
+        return kind if isinstance(kind, str) else None
+    return getattr(value, "kind", None)
+
+
+CRITERION_KINDS: dict[str, type[_Section]] = {
+    "noul": NoulCriterionSection,
+    "score": ScoreCriterionSection,
+    "choice": ChoiceCriterionSection,
+    "check": CheckCriterionSection,
+}
+
+CriterionSection: TypeAlias = Annotated[
+    Annotated[NoulCriterionSection, pydantic.Tag("noul")]
+    | Annotated[ScoreCriterionSection, pydantic.Tag("score")]
+    | Annotated[ChoiceCriterionSection, pydantic.Tag("choice")]
+    | Annotated[CheckCriterionSection, pydantic.Tag("check")],
+    pydantic.Discriminator(
+        _criterion_kind,
+        custom_error_type="criterion_kind",
+        custom_error_message='kind must be "noul" (the default), "score", "choice" or "check"',
+    ),
+]
+"""One `[[judge.criteria]]` entry, by its `kind`."""
+
+
 class JudgeSection(_Section):
     """`[judge]`: what judges each answer."""
 
-    kind: Literal["rating", "jev", "none"] = "rating"
-    """`rating`: a chat model rates 1-4; `jev`: TypeSafe's Jev API; `none`: no refinement."""
+    kind: Literal["rating", "jev", "model", "none"] = "rating"
+    """`rating`: a chat model rates 1-4; `jev`: TypeSafe's Jev API answers `criteria`;
+    `model`: a chat model answers `criteria`; `none`: no refinement."""
     provider: ProviderName | None = None
-    """The rating judge's provider; the answering model is reused when this and `name` are unset."""
+    """The judging chat model's provider (`rating`, `model`); the answering model is reused
+    when this, `name` and `base_url` are unset."""
     name: str | None = None
-    """The rating judge's model, or the Jev model."""
+    """The judging chat model, or the Jev model."""
     base_url: str | None = None
-    """The rating judge's server, or the Jev API's."""
+    """The judging chat model's server, or the Jev API's."""
     success_rating: int = pydantic.Field(default=3, ge=1, le=4)
     """The least rating that passes (`rating`)."""
-    criteria: tuple[NoulCriterionSection, ...] = ()
-    """The questions asked (`jev`; at least one)."""
+    criteria: tuple[CriterionSection, ...] = ()
+    """The criteria (`jev`, `model`; at least one question)."""
+    fail_fast: bool = False
+    """When a check fails, skip the judging call (`jev`, `model`)."""
+    min_confidence: float | None = pydantic.Field(default=None, ge=0, le=1)
+    """A choice or score with less support than this is INCONCLUSIVE (`jev`, `model`)."""
+    fail_on_inconclusive: bool = False
+    """Count INCONCLUSIVE findings as failures (`jev`, `model`)."""
+    fail_on_error: bool = False
+    """Count ERROR findings (a missing or unusable answer) as failures (`jev`, `model`)."""
+
+    @pydantic.field_validator("criteria")
+    @classmethod
+    def _no_criteria_for_rating(
+        cls, criteria: tuple[Any, ...], info: pydantic.ValidationInfo
+    ) -> tuple[Any, ...]:
+        if info.data.get("kind") == "rating" and criteria:
+            raise ValueError(
+                'kind = "rating" asks one built-in question and takes no [[judge.criteria]]: '
+                'set kind = "jev" (Jev answers them) or kind = "model" (a chat model does), '
+                "or remove the criteria"
+            )
+        return criteria
 
     @pydantic.model_validator(mode="after")
-    def _jev_needs_criteria(self) -> JudgeSection:
-        if self.kind == "jev" and not self.criteria:
-            raise ValueError('kind = "jev" needs at least one [[judge.criteria]] entry')
+    def _jev_and_model_need_criteria(self) -> JudgeSection:
+        if self.kind in ("jev", "model") and not self.criteria:
+            raise ValueError(
+                f'kind = "{self.kind}" needs at least one [[judge.criteria]] entry (a noul, '
+                'score or choice question); or use kind = "rating" for a 1-4 rating'
+            )
         return self
+
+    def build_criteria(self) -> list[Criterion]:
+        """The `Judge`'s criteria, built and checked.
+
+        Raises:
+            ConfigError: a criterion the Judge refuses; `key` names the setting.
+        """
+        from .jev.criteria import check_criteria
+
+        built = [_build_criterion(i, c) for i, c in enumerate(self.criteria)]
+        if self.kind not in ("jev", "model"):
+            return built
+        # Check growing prefixes, so an error names the first criterion that breaks a rule.
+        for end in range(1, len(built) + 1):
+            try:
+                check_criteria(built[:end])
+            except JudgeUsageError as exc:
+                if "at least one question criterion" in str(exc):
+                    continue  # only code checks so far: the full list decides
+                where = f"judge.criteria[{end - 1}]"
+                text = str(exc)
+                field = "name" if "named" in text else None
+                if "when_chosen" in text or "depends on the choice" in text:
+                    field = "when_chosen"
+                elif "depends on" in text:
+                    field = "when_passed"
+                raise _config_error(f"{where}.{field}" if field else where, text) from None
+        with _key("judge.criteria"):
+            check_criteria(built)
+        return built
+
+
+@contextlib.contextmanager
+def _key(path: str) -> Iterator[None]:
+    """Turn a `JudgeUsageError` raised inside into a `ConfigError` naming the setting `path`."""
+    try:
+        yield
+    except (JudgeUsageError, re.error) as exc:
+        raise _config_error(path, str(exc)) from None
+
+
+def _config_error(path: str, problem: str) -> ConfigError:
+    return ConfigError(f"invalid setting: {path}: {problem}", key=path)
+
+
+def _build_criterion(index: int, section: Any) -> Criterion:
+    from .jev import Choice, Noul, Score
+    from .jev.criteria import choice, noul, score
+
+    at = f"judge.criteria[{index}]"
+    if isinstance(section, CheckCriterionSection):
+        return _build_check(at, section)
+    conditions: dict[str, Any] = {"when_passed": section.when_passed}
+    if section.when_chosen is not None:
+        conditions["when_chosen"] = (section.when_chosen.criterion, section.when_chosen.labels)
+    if isinstance(section, NoulCriterionSection):
+        with _key(f"{at}.question"):
+            question = Noul(section.question, section.when_true, section.when_false)
+        with _key(f"{at}.name"):
+            return noul(section.name, question, section.minimum, **conditions)
+    if isinstance(section, ScoreCriterionSection):
+        with _key(f"{at}.levels"):
+            rubric = Score(section.question, list(section.levels))
+        with _key(f"{at}.minimum"):
+            return score(section.name, rubric, section.minimum, **conditions)
+    assert isinstance(section, ChoiceCriterionSection)
+    labels: dict[str, Any] = (
+        dict(section.options)
+        if isinstance(section.options, dict)
+        else dict.fromkeys(section.options)  # a list: labels that speak for themselves
+    )
+    with _key(f"{at}.options"):
+        asked = Choice(section.question, labels)
+    with _key(f"{at}.accept"):
+        return choice(section.name, asked, section.accept, **conditions)
+
+
+def _build_check(at: str, section: CheckCriterionSection) -> Criterion:
+    from .jev.criteria import check
+
+    tests = (
+        section.max_length,
+        section.min_length,
+        section.pattern,
+        section.must_contain,
+        section.must_not_contain,
+    )
+    if all(t is None or t == () for t in tests):
+        raise _config_error(
+            at,
+            "a check needs at least one test: max_length, min_length, pattern, must_contain "
+            "or must_not_contain (a check of your own function has no TOML form: build the "
+            "Judge in Python with check(name, predicate, defect))",
+        )
+    if section.min_length and section.max_length and section.min_length > section.max_length:
+        raise _config_error(
+            f"{at}.min_length",
+            f"min_length {section.min_length} is above max_length {section.max_length}",
+        )
+    compiled = None
+    if section.pattern is not None:
+        with _key(f"{at}.pattern"):
+            compiled = re.compile(section.pattern, re.IGNORECASE if section.ignore_case else 0)
+    predicate = AnswerCheck(
+        max_length=section.max_length,
+        min_length=section.min_length,
+        pattern=compiled,
+        must_contain=section.must_contain,
+        must_not_contain=section.must_not_contain,
+        ignore_case=section.ignore_case,
+    )
+    with _key(f"{at}.defect"):
+        return check(section.name, predicate, section.defect or predicate.describe())
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheck:
+    """The predicate of a `kind = "check"` criterion: tests on the answer's text."""
+
+    max_length: int | None = None
+    """The most characters allowed."""
+    min_length: int | None = None
+    """The fewest characters allowed."""
+    pattern: re.Pattern[str] | None = None
+    """A match of this must be found in the answer."""
+    must_contain: Sequence[str] = ()
+    """Every one of these must be in the answer."""
+    must_not_contain: Sequence[str] = ()
+    """None of these may be in the answer."""
+    ignore_case: bool = False
+    """Compare the texts case-insensitively (the pattern carries its own flag)."""
+
+    def __call__(self, judged: JudgeInput) -> bool:
+        """True when the answer passes every test."""
+        answer = judged.assistant_answer
+        if self.max_length is not None and len(answer) > self.max_length:
+            return False
+        if self.min_length is not None and len(answer) < self.min_length:
+            return False
+        if self.pattern is not None and self.pattern.search(answer) is None:
+            return False
+        text = answer.casefold() if self.ignore_case else answer
+
+        def norm(part: str) -> str:
+            return part.casefold() if self.ignore_case else part
+
+        if any(norm(part) not in text for part in self.must_contain):
+            return False
+        return not any(norm(part) in text for part in self.must_not_contain)
+
+    def describe(self) -> str:
+        """The default defect: what the answer must be."""
+        rules: list[str] = []
+        if self.max_length is not None:
+            rules.append(f"be at most {self.max_length} characters long")
+        if self.min_length is not None:
+            rules.append(f"be at least {self.min_length} characters long")
+        if self.pattern is not None:
+            rules.append(f"match the pattern {self.pattern.pattern!r}")
+        if self.must_contain:
+            rules.append("contain " + ", ".join(repr(p) for p in self.must_contain))
+        if self.must_not_contain:
+            rules.append("not contain " + ", ".join(repr(p) for p in self.must_not_contain))
+        return "The answer must " + "; ".join(rules)
 
 
 class RefineSection(_Section):
@@ -190,13 +516,75 @@ def load_config(path: str | None, overrides: Mapping[str, Mapping[str, Any]]) ->
                 raise ConfigError(f"[{section}] in the config file must be a table")
             data[section] = {**current, **given}
     try:
-        return CliConfig.model_validate(data)
+        config = CliConfig.model_validate(data)
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in exc.errors()
-        )
         where = f" in {path}" if path else ""
-        raise ConfigError(f"invalid setting{where}: {problems}") from None
+        problems = [(_key_path(error["loc"]), _problem(error)) for error in exc.errors()]
+        text = "; ".join(f"{key}: {problem}" for key, problem in problems)
+        raise ConfigError(f"invalid setting{where}: {text}", key=problems[0][0]) from None
+    if config.judge.kind in ("jev", "model"):
+        try:
+            config.judge.build_criteria()  # the Judge's own rules, checked before anything runs
+        except ConfigError as exc:
+            where = f" in {path}" if path else ""
+            message = str(exc).replace("invalid setting:", f"invalid setting{where}:", 1)
+            raise ConfigError(message, key=exc.key) from None
+    return config
+
+
+_SECTIONS: dict[tuple[str, ...], type[pydantic.BaseModel]] = {
+    (): CliConfig,
+    ("model",): ModelSection,
+    ("judge",): JudgeSection,
+    ("refine",): RefineSection,
+    ("run",): RunSection,
+    **{("judge", "criteria", kind): section for kind, section in CRITERION_KINDS.items()},
+    **{
+        ("judge", "criteria", kind, "when_chosen"): WhenChosenSection
+        for kind in ("noul", "score", "choice")
+    },
+}
+
+
+def _key_path(loc: Sequence[int | str]) -> str:
+    """`('judge', 'criteria', 2, 'score', 'levels')` -> `judge.criteria[2].levels`."""
+    text = ""
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif isinstance(previous, int) and part in CRITERION_KINDS:
+            pass  # the discriminator's tag, not a key the user wrote
+        else:
+            text += f".{part}" if text else part
+        previous = part
+    return text
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    """The error's message, with the keys the section does take when a key is unknown."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] not in ("extra_forbidden", "missing"):
+        return message
+    parent = tuple(part for part in error["loc"][:-1] if isinstance(part, str))
+    section = _SECTIONS.get(parent)
+    if section is None:
+        return message
+    keys = sorted(section.model_fields, key=lambda k: k != "kind")  # kind first, else as declared
+    key = str(error["loc"][-1])
+    if error["type"] == "missing":
+        return f"required key missing: add {key} = ..."
+    hint = ""
+    owners = [k for k, s in CRITERION_KINDS.items() if key in s.model_fields]
+    if parent[:2] == ("judge", "criteria") and owners and parent[-1] not in owners:
+        hint = f'; {key} belongs to kind = "{owners[0]}" criteria: set that kind'
+    else:
+        close = difflib.get_close_matches(key, keys, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+    described = f"[{'.'.join(parent)}]" if parent else "the top level"
+    if parent[:2] == ("judge", "criteria"):
+        described = f'[[judge.criteria]] kind = "{parent[2]}"'
+    return f"unknown key{hint} ({described} takes {', '.join(keys)})"
 
 
 def resolve_provider(requested: str) -> Literal["local", "openai", "anthropic"]:
@@ -234,28 +622,36 @@ async def open_models(config: CliConfig) -> AsyncIterator[Models]:
         model = await _open_model(stack, section.provider, section.name, section.base_url)
         judge: Judge | None = None
         spec = config.judge
+        judge_model = model
+        if spec.kind in ("rating", "model") and (
+            spec.provider is not None or spec.name is not None or spec.base_url is not None
+        ):
+            judge_model = await _open_model(
+                stack, spec.provider or section.provider, spec.name, spec.base_url
+            )
         if spec.kind == "rating":
             from .jev.judge import rating_judge
 
-            judge_model = model
-            if spec.provider is not None or spec.name is not None or spec.base_url is not None:
-                judge_model = await _open_model(
-                    stack, spec.provider or section.provider, spec.name, spec.base_url
-                )
             judge = rating_judge(judge_model, success_rating=spec.success_rating)
-        elif spec.kind == "jev":
-            from .jev import JudgeClient, Noul
-            from .jev.criteria import noul
+        elif spec.kind in ("jev", "model"):
+            from .jev import JudgeClient, ModelJudgeClient, SystemOneClient
             from .jev.judge import Judge
 
-            jev = await stack.enter_async_context(
-                JudgeClient(base_url=spec.base_url, model=spec.name)
+            answers: SystemOneClient
+            if spec.kind == "jev":
+                answers = await stack.enter_async_context(
+                    JudgeClient(base_url=spec.base_url, model=spec.name)
+                )
+            else:
+                answers = ModelJudgeClient(judge_model)  # closes nothing: the stack closes models
+            judge = Judge(
+                answers,
+                spec.build_criteria(),
+                fail_fast=spec.fail_fast,
+                min_confidence=spec.min_confidence,
+                fail_on_inconclusive=spec.fail_on_inconclusive,
+                fail_on_error=spec.fail_on_error,
             )
-            criteria = [
-                noul(c.name, Noul(c.question, when_false=c.when_false), c.minimum)
-                for c in spec.criteria
-            ]
-            judge = Judge(jev, criteria)
         yield Models(model, judge, f"{model.provider} {model.model_name}")
 
 

@@ -90,7 +90,9 @@ def _model_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _judge_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--judge", choices=["rating", "jev", "none"], help="the judge's kind")
+    parser.add_argument(
+        "--judge", choices=["rating", "jev", "model", "none"], help="the judge's kind"
+    )
     parser.add_argument("--judge-provider", choices=["auto", "local", "openai", "anthropic"])
     parser.add_argument("--judge-model", help="the judge's model")
     parser.add_argument("--judge-base-url", help="the judge's server")

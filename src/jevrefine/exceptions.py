@@ -31,6 +31,7 @@ __all__ = [
     "ModelError",
     "ModelHTTPError",
     "ModelTimeoutError",
+    "ResponseTooLargeError",
     "StreamingNotSupportedError",
     "StructuredOutputError",
     "UserError",
@@ -79,6 +80,18 @@ class ModelError(JevrefineError):
         super().__init__(message)
         self.model_name = model_name
         """The model that was asked, when known."""
+
+
+class ResponseTooLargeError(ModelError):
+    """A response body was larger than the model's `max_response_bytes`; the read stopped.
+
+    Not transient: asking again brings the same body back.
+    """
+
+    def __init__(self, message: str, *, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+        """The cap, in bytes, that the body went past."""
 
 
 class ModelHTTPError(ModelError):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -10,7 +12,7 @@ import pytest
 import ray_factories
 
 from jevrefine import UserError
-from jevrefine.testing import FakeOpenAIServer
+from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
 pytestmark = [
     pytest.mark.ray,
@@ -63,3 +65,76 @@ def test_bad_arguments_fail_before_scheduling(local_ray: Any) -> None:
         refine_dataset(dataset, ray_factories.openai_client, concurrency_per_actor=0)
     with pytest.raises(UserError, match="callable"):
         refine_dataset(dataset, "not a factory")  # type: ignore[arg-type]
+
+
+def markers_of(folder: Path, prefix: str) -> set[str]:
+    """The worker pids that left a `prefix-<pid>` marker."""
+    return {p.name.rsplit("-", 1)[1] for p in folder.glob(f"{prefix}-*")}
+
+
+async def wait_for_markers(folder: Path, prefix: str, pids: set[str]) -> set[str]:
+    # Ray retires the actors after the operator finishes, asynchronously: give it time.
+    deadline = time.monotonic() + 60
+    for _ in range(600):
+        if markers_of(folder, prefix) == pids or time.monotonic() > deadline:
+            break
+        await anyio.sleep(0.2)
+    return markers_of(folder, prefix)
+
+
+async def test_actors_close_the_clients_the_factory_built(local_ray: Any, tmp_path: Path) -> None:
+    from jevrefine.ray import refine_dataset
+
+    async with FakeOpenAIServer() as server, FakeJevServer() as jev:
+        dataset = local_ray.data.from_items([{"prompt": f"question {i}"} for i in range(12)])
+        factory = functools.partial(
+            ray_factories.judged_client, server.base_url, jev.base_url, str(tmp_path)
+        )
+        refined = refine_dataset(dataset, factory, num_actors=2, batch_size=3, num_cpus=0.5)
+        rows = await anyio.to_thread.run_sync(refined.take_all)
+        assert all(row["error"] is None and row["passed"] for row in rows)
+        built = markers_of(tmp_path, "built")
+        assert built  # one marker per actor that built a client
+        # Each actor closed its model and its judge's Jev client once it was retired.
+        assert await wait_for_markers(tmp_path, "model-closed", built) == built
+        assert await wait_for_markers(tmp_path, "judge-closed", built) == built
+
+
+async def test_a_context_manager_factory_is_exited(local_ray: Any, tmp_path: Path) -> None:
+    from jevrefine.ray import refine_dataset
+
+    async with FakeOpenAIServer() as server:
+        dataset = local_ray.data.from_items([{"prompt": f"question {i}"} for i in range(4)])
+        factory = functools.partial(ray_factories.context_client, server.base_url, str(tmp_path))
+        refined = refine_dataset(dataset, factory, num_actors=1, num_cpus=0.5)
+        rows = await anyio.to_thread.run_sync(refined.take_all)
+        assert [row["answer"] for row in sorted(rows, key=lambda r: r["prompt"])] == [
+            f"Echo: question {i}" for i in range(4)
+        ]
+        entered = markers_of(tmp_path, "entered")
+        assert len(entered) == 1
+        assert await wait_for_markers(tmp_path, "exited", entered) == entered
+
+
+async def test_owned_resources_follow_the_advisors() -> None:
+    from jevrefine.advisors.self_refine import SelfRefineAdvisor
+    from jevrefine.jev import ModelJudgeClient, Noul
+    from jevrefine.jev.criteria import noul
+    from jevrefine.jev.judge import Judge
+    from jevrefine.ray import _owned_resources
+    from jevrefine.testing import FunctionModel
+
+    answering = FunctionModel(lambda prompt: "an answer")
+    judging = FunctionModel(lambda prompt: "yes")
+    judge = Judge(ModelJudgeClient(judging), [noul("ok", Noul("Is it ok?"))])
+    client = jr_client(answering, SelfRefineAdvisor(judge))
+    assert _owned_resources(client) == [answering, judging]
+    # The same model judging and answering is closed once.
+    shared = Judge(ModelJudgeClient(answering), [noul("ok", Noul("Is it ok?"))])
+    assert _owned_resources(jr_client(answering, SelfRefineAdvisor(shared))) == [answering]
+
+
+def jr_client(model: Any, *advisors: Any) -> Any:
+    from jevrefine import ChatClient
+
+    return ChatClient(model, advisors=advisors)

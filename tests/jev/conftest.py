@@ -6,29 +6,14 @@ import pytest
 
 from jevrefine.jev import JudgeClient, RetryPolicy
 from jevrefine.testing import FakeJevServer
+from support import Sleeps
 
 API_KEY = "sk-test-SECRET-0123456789"
-
-
-class Sleeps:
-    """An injected `sleep` that records the delays and returns at once."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
 
 
 @pytest.fixture
 def sleeps() -> Sleeps:
     return Sleeps()
-
-
-@pytest.fixture
-async def jev_server() -> AsyncIterator[FakeJevServer]:
-    async with FakeJevServer() as server:
-        yield server
 
 
 @pytest.fixture

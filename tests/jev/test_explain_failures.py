@@ -198,3 +198,37 @@ async def test_explain_failures_on_the_local_model(local_server: Any) -> None:
     assert "\n" not in written
     assert verdict.response is not None
     assert verdict.response.usage.input_tokens > 0
+
+
+async def test_a_feedback_request_is_its_own_chat_span_under_the_callers_span() -> None:
+    from otel_support import Otel
+
+    otel = Otel()
+    model = JudgeModel()
+    verdict = await judge_of(model, **otel.providers).evaluate(
+        JudgeInput("user: Capital of France?", "Lyon.")
+    )
+    assert not verdict.passed
+    chats = [s for s in otel.spans() if s.name == "chat judge"]
+    # Two judging requests and one feedback request, each a CLIENT span with its own metrics.
+    assert len(chats) == 3
+    feedback = [
+        s for s in chats if s.attributes and s.attributes.get("gen_ai.request.max_tokens") == 96
+    ]
+    assert len(feedback) == 1
+    assert feedback[0].attributes["gen_ai.usage.output_tokens"] == len(FEEDBACK.split())  # type: ignore[index]
+    durations = otel.metrics()["gen_ai.client.operation.duration"].data.data_points  # type: ignore[union-attr]
+    assert sum(point.count for point in durations) == 3  # type: ignore[attr-defined]
+
+
+async def test_a_failed_feedback_request_marks_its_span_as_an_error() -> None:
+    from otel_support import Otel
+
+    otel = Otel()
+    model = JudgeModel(fail_feedback=True)
+    verdict = await judge_of(model, **otel.providers).evaluate(
+        JudgeInput("user: Capital of France?", "Lyon.")
+    )
+    assert not verdict.passed  # the finding keeps its plain detail
+    failed = [s for s in otel.spans() if s.status.status_code.name == "ERROR"]
+    assert [s.attributes["error.type"] for s in failed] == ["ModelConnectionError"]  # type: ignore[index]

@@ -5,14 +5,12 @@ from __future__ import annotations
 import email.utils
 import importlib
 import json
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
-import pydantic
 import pytest
 
 from jevrefine import ChatClient, tool
@@ -41,6 +39,7 @@ from jevrefine.messages import (
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.structured import FORMAT_INSTRUCTIONS_MARKER
 from jevrefine.testing import FakeAnthropicServer, HTTPRequest, StreamingHTTPResponse
+from support import City, closed_port
 
 SECRET = "sk-ant-test-0123456789-very-secret"
 WEATHER = ToolDefinition(
@@ -551,9 +550,7 @@ async def test_500_without_retries(fake: FakeAnthropicServer, model: AnthropicCh
 
 
 async def test_connection_refused_maps_to_connection_error() -> None:
-    with socket.socket() as sock:  # a port that was free a moment ago, and nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = closed_port()
     async with AnthropicChatModel(
         "claude-test", base_url=f"http://127.0.0.1:{port}", api_key=SECRET, max_retries=0
     ) as m:
@@ -672,11 +669,6 @@ async def test_aclose_closes_the_client_it_created(fake: FakeAnthropicServer) ->
 
 
 # -- through ChatClient ----------------------------------------------------------------------
-
-
-class City(pydantic.BaseModel):
-    name: str
-    population: int
 
 
 async def test_entity_uses_prompt_based_structured_output(

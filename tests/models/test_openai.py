@@ -6,7 +6,6 @@ from __future__ import annotations
 import email.utils
 import importlib
 import json
-import socket
 import sys
 import time
 from typing import Any
@@ -43,6 +42,7 @@ from jevrefine.messages import (
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.structured import FORMAT_INSTRUCTIONS_MARKER
 from jevrefine.testing import FakeOpenAIServer
+from support import City, closed_port
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -63,11 +63,6 @@ async def model(server: FakeOpenAIServer):
 
 def prompt(text: str = "hello there", **options: Any) -> Prompt:
     return Prompt((UserMessage(text),), ChatOptions(**options))
-
-
-class City(pydantic.BaseModel):
-    name: str
-    population: int
 
 
 # -- calls ---------------------------------------------------------------------------------
@@ -576,13 +571,6 @@ async def test_non_json_error_body_is_kept_as_text(
     with pytest.raises(ModelHTTPError) as info:
         await model.call(prompt())
     assert info.value.body == "<html>bad gateway</html>"
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 async def test_connection_refused() -> None:

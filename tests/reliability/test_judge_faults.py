@@ -7,10 +7,8 @@ the promised number of attempts (requests the server saw). Backoff waits are rec
 from __future__ import annotations
 
 import email.utils
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 
 import pytest
 
@@ -36,6 +34,7 @@ from jevrefine.jev import (
 )
 from jevrefine.jev.responses import UnknownAnswerWarning
 from jevrefine.testing import FakeJevServer
+from support import Sleeps, closed_port
 
 QUESTIONS = {"grounded": Noul("Is every claim supported?")}
 TIMEOUT = 0.3
@@ -43,23 +42,7 @@ TIMEOUT = 0.3
 SLOW = 1.0
 
 
-@dataclass
-class Recorder:
-    """A `RetryPolicy.sleep` that records each wait and returns at once."""
-
-    delays: list[float]
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeJevServer]:
-    async with FakeJevServer() as fake:
-        yield fake
-
-
-def _client(server_url: str, recorder: Recorder, retries: int) -> JudgeClient:
+def _client(server_url: str, recorder: Sleeps, retries: int) -> JudgeClient:
     policy = RetryPolicy(max_retries=retries, sleep=recorder)
     return JudgeClient("test-key", base_url=server_url, retry=policy, timeout=TIMEOUT)
 
@@ -115,73 +98,75 @@ PERMANENT: dict[str, tuple[Fault, type[JudgeError]]] = {
 
 
 @pytest.mark.parametrize("name", list(TRANSIENT))
-async def test_transient_fault_is_retried_and_succeeds(server: FakeJevServer, name: str) -> None:
+async def test_transient_fault_is_retried_and_succeeds(
+    jev_server: FakeJevServer, name: str
+) -> None:
     """Promise: a single transient fault costs one retry, invisible to the caller."""
     fault, _ = TRANSIENT[name]
-    fault(server)
-    recorder = Recorder([])
-    async with _client(server.base_url, recorder, retries=2) as client:
+    fault(jev_server)
+    recorder = Sleeps()
+    async with _client(jev_server.base_url, recorder, retries=2) as client:
         response = await client.system_one("The sky is blue.", QUESTIONS)
     assert 0.0 <= response.noul("grounded").noul <= 1.0
-    assert len(server.requests) == 2
+    assert len(jev_server.requests) == 2
     assert len(recorder.delays) == 1
     # The retry says it is one, like the official SDK.
-    assert server.requests[1].headers.get("x-typesafe-retry-count") == "1"
+    assert jev_server.requests[1].headers.get("x-typesafe-retry-count") == "1"
 
 
 @pytest.mark.parametrize("name", list(TRANSIENT))
 async def test_transient_fault_without_retries_raises_typed(
-    server: FakeJevServer, name: str
+    jev_server: FakeJevServer, name: str
 ) -> None:
     """Promise: with retries off, exactly one attempt and the typed error of that fault."""
     fault, error = TRANSIENT[name]
-    fault(server)
-    recorder = Recorder([])
-    async with _client(server.base_url, recorder, retries=0) as client:
+    fault(jev_server)
+    recorder = Sleeps()
+    async with _client(jev_server.base_url, recorder, retries=0) as client:
         with pytest.raises(error):
             await client.system_one("The sky is blue.", QUESTIONS)
-    assert len(server.requests) == 1
+    assert len(jev_server.requests) == 1
     assert recorder.delays == []
 
 
 @pytest.mark.parametrize("name", list(TRANSIENT))
 async def test_persistent_transient_fault_stops_after_the_retries(
-    server: FakeJevServer, name: str
+    jev_server: FakeJevServer, name: str
 ) -> None:
     """Promise: a fault that never clears costs exactly 1 + max_retries attempts, then raises."""
     fault, error = TRANSIENT[name]
     for _ in range(3):
-        fault(server)
-    recorder = Recorder([])
-    async with _client(server.base_url, recorder, retries=2) as client:
+        fault(jev_server)
+    recorder = Sleeps()
+    async with _client(jev_server.base_url, recorder, retries=2) as client:
         with pytest.raises(error):
             await client.system_one("The sky is blue.", QUESTIONS)
-    assert len(server.requests) == 3
+    assert len(jev_server.requests) == 3
     assert len(recorder.delays) == 2
 
 
 @pytest.mark.parametrize("name", list(PERMANENT))
 @pytest.mark.parametrize("retries", [0, 2])
 async def test_permanent_fault_is_never_retried(
-    server: FakeJevServer, name: str, retries: int
+    jev_server: FakeJevServer, name: str, retries: int
 ) -> None:
     """Promise: client errors and unreadable answers raise at once; the request is sent once."""
     fault, error = PERMANENT[name]
-    fault(server)
-    recorder = Recorder([])
-    async with _client(server.base_url, recorder, retries=retries) as client:
+    fault(jev_server)
+    recorder = Sleeps()
+    async with _client(jev_server.base_url, recorder, retries=retries) as client:
         with pytest.raises(error) as caught:
             await client.system_one("The sky is blue.", QUESTIONS)
-    assert len(server.requests) == 1
+    assert len(jev_server.requests) == 1
     assert recorder.delays == []
     if isinstance(caught.value, JudgeAPIError):
         assert caught.value.request_id  # the fake's request id travels with the error
     # The client is still usable: nothing half-read is left on a pooled connection.
-    async with _client(server.base_url, recorder, retries=0) as client:
+    async with _client(jev_server.base_url, recorder, retries=0) as client:
         await client.system_one("The sky is blue.", QUESTIONS)
 
 
-async def test_huge_chunked_body_is_cut_off(server: FakeJevServer) -> None:
+async def test_huge_chunked_body_is_cut_off(jev_server: FakeJevServer) -> None:
     """Promise: a body with no declared length is read only up to the bound, not to the end."""
     from jevrefine.jev._transport import KeepAliveTransport, ResponseTooLargeError
     from jevrefine.testing._http import HTTPRequest, StreamingHTTPResponse
@@ -196,13 +181,13 @@ async def test_huge_chunked_body_is_cut_off(server: FakeJevServer) -> None:
     async def handle(request: HTTPRequest) -> StreamingHTTPResponse:
         return StreamingHTTPResponse(flood(), headers={"content-type": "application/json"})
 
-    server.handle = handle  # type: ignore[method-assign]
+    jev_server.handle = handle  # type: ignore[method-assign]
     import httpx2
 
     transport = KeepAliveTransport(max_response_bytes=1024 * 1024)
     async with httpx2.AsyncClient(transport=transport) as http:
         with pytest.raises(ResponseTooLargeError):
-            await http.post(server.base_url + "/v1/systemone", content=b"{}")
+            await http.post(jev_server.base_url + "/v1/systemone", content=b"{}")
     # The server could only push what the socket buffers took beyond the 1 MiB read.
     assert len(sent) < 1000
 
@@ -224,16 +209,16 @@ def _retry_after_date(seconds: int) -> str:
 )
 @pytest.mark.parametrize("status", [429, 503, 529])
 async def test_retry_after_wins_over_backoff(
-    server: FakeJevServer, headers: dict[str, str], expected: tuple[float, float], status: int
+    jev_server: FakeJevServer, headers: dict[str, str], expected: tuple[float, float], status: int
 ) -> None:
     """Promise: the server's Retry-After (either form) is the wait before the retry."""
     if headers.get("retry-after") == "DATE+30":
         headers = {"retry-after": _retry_after_date(30)}
-    server.fail(status, headers=headers)
-    recorder = Recorder([])
+    jev_server.fail(status, headers=headers)
+    recorder = Sleeps()
     policy = RetryPolicy(max_retries=2, sleep=recorder)
     # total_timeout above the longest wait, so the client waits instead of giving up early.
-    client = JudgeClient("test-key", base_url=server.base_url, retry=policy, total_timeout=60)
+    client = JudgeClient("test-key", base_url=jev_server.base_url, retry=policy, total_timeout=60)
     async with client:
         await client.system_one("The sky is blue.", QUESTIONS)
     assert len(recorder.delays) == 1
@@ -243,10 +228,8 @@ async def test_retry_after_wins_over_backoff(
 
 async def test_connection_refused_is_retried_then_typed() -> None:
     """Promise: nothing listening is a `JudgeConnectionError` after 1 + max_retries attempts."""
-    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens on it
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    recorder = Recorder([])
+    port = closed_port()
+    recorder = Sleeps()
     async with _client(f"http://127.0.0.1:{port}", recorder, retries=2) as client:
         with pytest.raises(JudgeConnectionError) as caught:
             await client.system_one("The sky is blue.", QUESTIONS)
@@ -254,7 +237,7 @@ async def test_connection_refused_is_retried_then_typed() -> None:
     assert len(recorder.delays) == 2
 
 
-async def test_unknown_answer_type_is_set_aside_with_a_warning(server: FakeJevServer) -> None:
+async def test_unknown_answer_type_is_set_aside_with_a_warning(jev_server: FakeJevServer) -> None:
     """Promise: an answer type from a newer API is kept aside, the known answers still served."""
     body = {
         "model": "jev-1.14.0",
@@ -265,33 +248,33 @@ async def test_unknown_answer_type_is_set_aside_with_a_warning(server: FakeJevSe
         "usage": {"input_tokens": 3, "output_tokens": 0},
         "latency_ms": 12,  # an extra top-level field is ignored
     }
-    server.fail(200, body)
-    async with _client(server.base_url, Recorder([]), retries=2) as client:
+    jev_server.fail(200, body)
+    async with _client(jev_server.base_url, Sleeps(), retries=2) as client:
         with pytest.warns(UnknownAnswerWarning, match="polygon"):
             response = await client.system_one("The sky is blue.", QUESTIONS)
     assert response.noul("grounded").noul == 0.75
     assert set(response.unknown_answers) == {"region"}
-    assert len(server.requests) == 1
+    assert len(jev_server.requests) == 1
 
 
-async def test_empty_answers_is_a_response_without_the_answer(server: FakeJevServer) -> None:
+async def test_empty_answers_is_a_response_without_the_answer(jev_server: FakeJevServer) -> None:
     """Promise: an empty answers map parses; asking for the missing answer is a LookupError."""
     from jevrefine.jev import AnswerNotFoundError
 
-    server.fail(200, {"model": "jev-1.13.0", "answers": {}, "usage": {"input_tokens": 1}})
-    async with _client(server.base_url, Recorder([]), retries=2) as client:
+    jev_server.fail(200, {"model": "jev-1.13.0", "answers": {}, "usage": {"input_tokens": 1}})
+    async with _client(jev_server.base_url, Sleeps(), retries=2) as client:
         response = await client.system_one("The sky is blue.", QUESTIONS)
     with pytest.raises(AnswerNotFoundError):
         response.noul("grounded")
-    assert len(server.requests) == 1
+    assert len(jev_server.requests) == 1
 
 
-async def test_total_timeout_bounds_the_whole_call(server: FakeJevServer) -> None:
+async def test_total_timeout_bounds_the_whole_call(jev_server: FakeJevServer) -> None:
     """Promise: slow faults and backoff together never outlast `total_timeout`."""
-    server.delay(5.0, times=5)
+    jev_server.delay(5.0, times=5)
     client = JudgeClient(
         "test-key",
-        base_url=server.base_url,
+        base_url=jev_server.base_url,
         retry=RetryPolicy(max_retries=5, initial_backoff=0.05),
         timeout=0.4,
         total_timeout=1.0,
@@ -301,7 +284,7 @@ async def test_total_timeout_bounds_the_whole_call(server: FakeJevServer) -> Non
         with pytest.raises(JudgeTimeoutError):
             await client.system_one("The sky is blue.", QUESTIONS)
     assert time.monotonic() - start < 2.0
-    assert len(server.requests) <= 3
+    assert len(jev_server.requests) <= 3
 
 
 async def test_waiting_for_a_pooled_connection_is_not_a_timeout(
@@ -336,7 +319,7 @@ async def test_waiting_for_a_pooled_connection_is_not_a_timeout(
     assert len(server.requests) == 6
 
 
-async def test_transport_pool_timeout_is_httpx_typed(server: FakeJevServer) -> None:
+async def test_transport_pool_timeout_is_httpx_typed(jev_server: FakeJevServer) -> None:
     """Promise: the lean transport's pool wait raises httpx's `PoolTimeout`, a TimeoutException,
     never a bare `TimeoutError` that escapes every `except httpx.TransportError`.
     """
@@ -345,13 +328,15 @@ async def test_transport_pool_timeout_is_httpx_typed(server: FakeJevServer) -> N
 
     from jevrefine.jev._transport import KeepAliveTransport
 
-    server.delay(0.5)
+    jev_server.delay(0.5)
     errors: list[BaseException] = []
     async with httpx2.AsyncClient(transport=KeepAliveTransport(max_connections=1)) as http:
 
         async def post() -> None:
             try:
-                await http.get(server.base_url + "/v1/models", timeout=httpx2.Timeout(2, pool=0.1))
+                await http.get(
+                    jev_server.base_url + "/v1/models", timeout=httpx2.Timeout(2, pool=0.1)
+                )
             except Exception as exc:
                 errors.append(exc)
 
@@ -374,18 +359,18 @@ async def test_transport_pool_timeout_is_httpx_typed(server: FakeJevServer) -> N
     ],
 )
 async def test_a_reused_connection_is_resent_only_before_any_answer(
-    server: FakeJevServer, fault: str, requests: int, ok: bool
+    jev_server: FakeJevServer, fault: str, requests: int, ok: bool
 ) -> None:
     """Promise: with retries off, a request is sent twice only when no answer had begun."""
-    recorder = Recorder([])
-    async with _client(server.base_url, recorder, retries=0) as client:
+    recorder = Sleeps()
+    async with _client(jev_server.base_url, recorder, retries=0) as client:
         await client.system_one("warm", QUESTIONS)  # leaves a pooled keep-alive connection
-        before = len(server.requests)
-        TRANSIENT[fault][0](server)
+        before = len(jev_server.requests)
+        TRANSIENT[fault][0](jev_server)
         if ok:
             await client.system_one("The sky is blue.", QUESTIONS)
         else:
             with pytest.raises(JudgeConnectionError):
                 await client.system_one("The sky is blue.", QUESTIONS)
-    assert len(server.requests) - before == requests
+    assert len(jev_server.requests) - before == requests
     assert recorder.delays == []

@@ -65,10 +65,18 @@ async def call_until_disconnect(request: Request, function: Callable[[], Awaitab
             message = await request.receive()
         scope.cancel()
 
+    failure: Exception | None = None
     async with anyio.create_task_group() as group:
         group.start_soon(watch, group.cancel_scope)
-        result.append(await function())
+        try:
+            result.append(await function())
+        except Exception as exc:
+            # Raised from here, the task group would wrap it in an ExceptionGroup, and the
+            # caller's `except JevrefineError` would no longer see it.
+            failure = exc
         group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
     if not result:
         raise ClientDisconnectedError("the client disconnected; the refinement was cancelled")
     return result[0]

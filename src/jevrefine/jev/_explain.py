@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 
 from ..exceptions import JevrefineError
-from ..messages import ChatOptions, Prompt, SystemMessage, Usage, UserMessage
+from ..messages import ChatOptions, ChatResponse, Prompt, SystemMessage, Usage, UserMessage
 from .errors import JudgeUsageError
 from .verdict import Finding, Outcome
 
 if TYPE_CHECKING:
-    from ..models.base import ChatModel
     from .questions import Question, State
     from .responses import SystemOneResponse
 
@@ -113,9 +112,8 @@ def explain_prompt(
     return Prompt((SystemMessage(EXPLAIN_SYSTEM_PROMPT), UserMessage(user)), options)
 
 
-async def ask_explanation(model: ChatModel, prompt: Prompt) -> tuple[str, Usage]:
-    """One feedback request: the bounded sentence and the tokens it cost."""
-    response = await model.call(prompt)
+def explanation_of(response: ChatResponse) -> tuple[str, Usage]:
+    """A feedback request's answer: the bounded sentence and the tokens it cost."""
     return bound_sentence(response.text), response.metadata.usage
 
 

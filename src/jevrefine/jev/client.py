@@ -22,8 +22,7 @@ import math
 import os
 import urllib.request
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import anyio
@@ -31,6 +30,7 @@ import httpx2
 from opentelemetry import trace
 from pydantic_core import from_json, to_json
 
+from .._closing import AsyncClosing
 from .._headers import redact, redact_error
 from .._version import __version__
 from ..telemetry import Telemetry
@@ -45,7 +45,7 @@ from .errors import (
     JudgeUsageError,
     api_error,
 )
-from .questions import Question, State, check_state, questions_to_wire
+from .questions import Question, State, check_system_one_args
 from .responses import ModelInfo, SystemOneResponse, parse_models, parse_system_one
 from .retry import RetryPolicy, parse_retry_after
 
@@ -114,7 +114,7 @@ def _resolve_key(api_key: str | None) -> str:
     return key
 
 
-class JudgeClient:
+class JudgeClient(AsyncClosing):
     """An async client of the Jev System One API; a `SystemOneClient`.
 
     Args:
@@ -315,17 +315,6 @@ class JudgeClient:
         if self._owns_http:
             await self._http.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     def __repr__(self) -> str:
         # The key is deliberately absent.
         return f"JudgeClient(base_url={self._base_url!r}, model={self._model!r})"
@@ -338,8 +327,7 @@ class JudgeClient:
         questions: Mapping[str, Question | Mapping[str, Any]],
         model: str | None,
     ) -> tuple[bytes, str]:
-        check_state(state)
-        wire_questions = questions_to_wire(questions)
+        wire_questions = check_system_one_args(state, questions)
         model_name = model or self._model
         # Same field order as the official SDK, so the two send identical bodies.
         body = {"state": state, "model": model_name, "questions": wire_questions}

@@ -37,9 +37,9 @@ from ..messages import (
 )
 from ..models.base import ChatModel
 from ..telemetry import ModelCallRecorder, Telemetry
-from ._explain import JudgeExample, ask_explanation, explain_prompt, render_examples
+from ._explain import JudgeExample, explain_prompt, explanation_of, render_examples
 from .errors import JudgeResponseError, JudgeTimeoutError, JudgeUsageError
-from .questions import Content, Question, State, check_state, questions_to_wire
+from .questions import Content, Question, State, check_system_one_args, questions_to_wire
 from .responses import (
     Answer,
     ChoiceAnswer,
@@ -339,8 +339,7 @@ class ModelJudgeClient:
             JudgeResponseError: the model's answer is none of the allowed ones.
             ModelError: the model call failed (passed through unchanged).
         """
-        check_state(state)
-        wire = questions_to_wire(questions)
+        wire = check_system_one_args(state, questions)
         specs = {qid: _spec_of(q) for qid, q in wire.items()}
         for qid, spec in specs.items():
             if self._examples.get(qid):
@@ -389,7 +388,8 @@ class ModelJudgeClient:
         """
         wire = questions_to_wire({"criterion": question})["criterion"]
         prompt = explain_prompt(_render(state), wire, detail, self._temperature)
-        return await ask_explanation(self._model, prompt)
+        response = await self._recorded_call(prompt)
+        return explanation_of(response)
 
     def _prompt(self, spec: _Spec, state_text: str, model: str | None) -> Prompt:
         user = f"State:\n{state_text}\n\n{spec.prompt_text}"
@@ -415,20 +415,24 @@ class ModelJudgeClient:
             options = options.merge(ChatOptions(logprobs=True, top_logprobs=self._top_logprobs))
         return Prompt((SystemMessage(self._system_prompt), UserMessage(user)), options)
 
-    async def _ask(
-        self, qid: str, spec: _Spec, state_text: str, model: str | None
-    ) -> tuple[Answer, Usage, str | None]:
-        prompt = self._prompt(spec, state_text, model)
+    async def _recorded_call(self, prompt: Prompt) -> ChatResponse:
+        """`prompt` sent to the judge model inside its own `chat {model}` span and metrics."""
         recorder = ModelCallRecorder(self._telemetry, self._model, prompt)
         try:
             with trace.use_span(
                 recorder.span, record_exception=False, set_status_on_exception=False
             ):
-                response: ChatResponse = await self._model.call(prompt)
+                response = await self._model.call(prompt)
         except BaseException as exc:
             recorder.fail(exc)
             raise
         recorder.finish(response)
+        return response
+
+    async def _ask(
+        self, qid: str, spec: _Spec, state_text: str, model: str | None
+    ) -> tuple[Answer, Usage, str | None]:
+        response = await self._recorded_call(self._prompt(spec, state_text, model))
         generation = response.result
         text = generation.text
         probabilities: dict[str, float] | None = None

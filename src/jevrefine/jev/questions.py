@@ -264,6 +264,19 @@ def questions_to_wire(questions: Mapping[str, Question | Mapping[str, Any]]) -> 
     return wire
 
 
+def check_system_one_args(
+    state: State, questions: Mapping[str, Question | Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The checks of a `system_one` call, made before any request: the questions in wire form.
+
+    Raises:
+        JudgeUsageError: a state the API rejects (`check_state`), or bad questions
+            (`questions_to_wire`).
+    """
+    check_state(state)
+    return questions_to_wire(questions)
+
+
 def _checked_wire_question(qid: str, question: Mapping[str, Any]) -> dict[str, Any]:
     """Check a question given in wire form by building the typed question from it."""
     kind = question.get("type")

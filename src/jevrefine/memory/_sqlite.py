@@ -5,20 +5,16 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
-from contextlib import closing
-from typing import Final, TypeVar
+from collections.abc import Sequence
+from typing import Final
 
-import anyio.to_thread
 import pydantic
 
-from ..exceptions import UserError
+from .._sqlite_worker import SqliteWorker, database_file
 from ..messages import Message
 from ._base import check_conversation_id, check_max_messages, window
 
 __all__ = ["SqliteChatMemory"]
-
-T = TypeVar("T")
 
 _MESSAGE_ADAPTER: pydantic.TypeAdapter[Message] = pydantic.TypeAdapter(Message)
 _TABLE: Final = "jevrefine_chat_memory"
@@ -54,23 +50,20 @@ class SqliteChatMemory:
         max_messages: int | None = 100,
         timeout: float = 30.0,
     ) -> None:
-        path_text = os.fspath(path)
-        if not path_text or path_text == ":memory:" or path_text.startswith("file::memory:"):
-            raise UserError(
-                "SqliteChatMemory needs a database file path; for memory that lives only in "
-                "this process use InMemoryChatMemory()"
-            )
-        self.path = path_text
+        self.path = database_file(
+            path,
+            "SqliteChatMemory needs a database file path; for memory that lives only in "
+            "this process use InMemoryChatMemory()",
+        )
         """The database file."""
         self.max_messages = check_max_messages(max_messages)
         """The most recent messages kept per conversation."""
-        self._timeout = timeout
-        self._schema_ready = False
+        self._db = SqliteWorker(self.path, _SCHEMA, timeout=timeout)
 
     async def get(self, conversation_id: str) -> list[Message]:
         """The conversation's messages, oldest first."""
         key = check_conversation_id(conversation_id)
-        rows = await self._run(functools.partial(self._select, key))
+        rows = await self._db.run(functools.partial(self._select, key))
         return window([_MESSAGE_ADAPTER.validate_json(r) for r in rows], self.max_messages)
 
     async def add(self, conversation_id: str, messages: Sequence[Message]) -> None:
@@ -78,27 +71,16 @@ class SqliteChatMemory:
         key = check_conversation_id(conversation_id)
         rows = [(key, _MESSAGE_ADAPTER.dump_json(m).decode()) for m in messages]
         if rows:
-            await self._run(functools.partial(self._insert, key, rows))
+            await self._db.run(functools.partial(self._insert, key, rows))
 
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation."""
         key = check_conversation_id(conversation_id)
-        await self._run(functools.partial(self._delete, key))
+        await self._db.run(functools.partial(self._delete, key))
 
     async def conversation_ids(self) -> list[str]:
         """The ids of the stored conversations, sorted."""
-        return await self._run(self._conversation_ids)
-
-    async def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self._with_connection, operation)
-
-    def _with_connection(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        with closing(sqlite3.connect(self.path, timeout=self._timeout)) as connection:
-            if not self._schema_ready:
-                connection.executescript(_SCHEMA)
-                self._schema_ready = True  # idempotent DDL: a race only repeats it
-            with connection:  # one transaction: committed on success, rolled back on error
-                return operation(connection)
+        return await self._db.run(self._conversation_ids)
 
     def _select(self, key: str, connection: sqlite3.Connection) -> list[str]:
         # One row beyond the window tells `window` that the conversation was cut.

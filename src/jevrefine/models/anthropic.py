@@ -57,6 +57,7 @@ from ..exceptions import (
     ModelError,
     ModelHTTPError,
     ModelTimeoutError,
+    ResponseTooLargeError,
     UserError,
 )
 from ..messages import (
@@ -73,6 +74,12 @@ from ..messages import (
     UserMessage,
     concat_chunks,
 )
+from ._bounded_transport import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    bounded_http_client,
+    check_max_response_bytes,
+)
+from ._stream_items import unreadable_items_raise
 from .base import ChatModel
 
 __all__ = ["AnthropicChatModel"]
@@ -129,7 +136,12 @@ class AnthropicChatModel(ChatModel):
         max_tokens: the `max_tokens` sent when the options set none (the API requires one).
         max_retries: retries of the SDK for connection errors, 408, 409, 429 and 5xx (529 too);
             a `client=` keeps its own.
-        timeout: seconds per request; the SDK's default (10 minutes) when `None`.
+        timeout: seconds per request; the SDK's default (10 minutes) when `None`. A read
+            timeout is retried like a connection error: a request the server received may be
+            sent again (and billed again); `max_retries=0` prevents that.
+        max_response_bytes: the most bytes of a response body read (32 MiB by default; `None`
+            for no cap). A body past it raises `ResponseTooLargeError` (a `ModelError`, never
+            retried) and its connection is closed. Not with `client=`.
 
     Raises:
         UserError: no API key could be found, or an argument is invalid.
@@ -156,9 +168,11 @@ class AnthropicChatModel(ChatModel):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_retries: int = 2,
         timeout: float | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UserError("AnthropicChatModel needs a model name, e.g. 'claude-haiku-4-5'")
+        max_response_bytes = check_max_response_bytes(max_response_bytes)
         if max_tokens < 1:
             raise UserError(f"max_tokens must be at least 1, got {max_tokens}")
         if max_retries < 0:
@@ -175,10 +189,15 @@ class AnthropicChatModel(ChatModel):
                 raise UserError(
                     f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}"
                 )
-            if base_url is not None or api_key is not None or timeout is not None:
+            if (
+                base_url is not None
+                or api_key is not None
+                or timeout is not None
+                or max_response_bytes not in (None, DEFAULT_MAX_RESPONSE_BYTES)
+            ):
                 raise UserError(
-                    "pass either client= or base_url=/api_key=/timeout=, not both; "
-                    "configure the AsyncAnthropic you pass instead"
+                    "pass either client= or base_url=/api_key=/timeout=/max_response_bytes=, "
+                    "not both; configure the AsyncAnthropic you pass instead"
                 )
             # A copy sharing the caller's connection pool, with the SDK's own spans off: the
             # chain's terminal link records the one `chat` span of each call.
@@ -196,6 +215,14 @@ class AnthropicChatModel(ChatModel):
             extra: dict[str, Any] = {}
             if timeout is not None:
                 extra["timeout"] = timeout
+            if max_response_bytes is not None:
+                # The SDK's own default client (pool limits, timeouts, proxies, keep-alive
+                # socket options), bodies capped.
+                extra["http_client"] = bounded_http_client(
+                    anthropic.DefaultAsyncHttpxClient,
+                    max_response_bytes,
+                    error=_SDKResponseTooLargeError,
+                )
             # The key goes to the SDK client only: this object keeps no copy of it.
             self._client = AsyncAnthropic(
                 api_key=key,
@@ -289,7 +316,8 @@ class AnthropicChatModel(ChatModel):
             events = await self._client.messages.create(**params, stream=True)
             async with events:  # closes the HTTP response when the consumer stops early
                 async for event in events:
-                    text = state.feed(event)
+                    with unreadable_items_raise(model, str(self.server_address), "stream event"):
+                        text = state.feed(event)
                     if text:
                         yield ChatResponse(
                             (Generation(AssistantMessage(text)),),
@@ -371,6 +399,8 @@ class AnthropicChatModel(ChatModel):
         where = self.server_address
         try:
             yield
+        except _SDKResponseTooLargeError as exc:
+            raise ResponseTooLargeError(str(exc), limit=exc.limit) from None
         except anthropic.APIStatusError as exc:
             raise _http_error(exc, model) from exc
         except anthropic.APITimeoutError as exc:
@@ -401,6 +431,15 @@ class AnthropicChatModel(ChatModel):
                 f"the connection to {model} at {where} broke: {type(exc).__name__}: {exc}",
                 model_name=model,
             ) from exc
+
+
+class _SDKResponseTooLargeError(ResponseTooLargeError, anthropic.AnthropicError):
+    """What the capped HTTP client raises under Anthropic's SDK.
+
+    An `AnthropicError` too, so that the SDK neither wraps it as a connection error nor retries
+    it (the same body would come back). The adapter hands the caller a plain
+    `ResponseTooLargeError` instead.
+    """
 
 
 def _cause(exc: BaseException) -> str:

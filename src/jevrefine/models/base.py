@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar
+
+from .._closing import AsyncClosing
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from types import TracebackType
 
     from ..messages import ChatResponse, Prompt
 
 __all__ = ["ChatModel"]
 
 
-class ChatModel(ABC):
+class ChatModel(AsyncClosing, ABC):
     """A language model behind one async method.
 
     Subclasses implement `call`; streaming (`stream`) is optional. Adapters translate vendor
@@ -61,19 +62,8 @@ class ChatModel(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not support streaming")
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook with a do-nothing default
+    async def aclose(self) -> None:  # an optional hook with a do-nothing default
         """Release the model's connections. The default holds none."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_name={self.model_name!r})"

@@ -63,6 +63,12 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ._bounded_transport import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    bounded_http_client,
+    check_max_response_bytes,
+)
+from ._stream_items import unreadable_items_raise
 from .base import ChatModel
 
 __all__ = ["OpenAIChatModel"]
@@ -92,9 +98,15 @@ class OpenAIChatModel(ChatModel):
         max_retries: transport retries of the `openai` SDK (connection errors, timeouts, 408,
             409, 429, 5xx), with its exponential backoff. `0` turns them off.
         timeout: seconds to wait for a response (per attempt); the SDK's default when `None`.
+            A read timeout is retried like a connection error: a request the server received
+            may be sent again (and billed again); `max_retries=0` prevents that.
+        max_response_bytes: the most bytes of a response body read (32 MiB by default; `None`
+            for no cap). A body past it raises `ResponseTooLargeError` (a `ModelError`) and its
+            connection is closed. Not with `client=`: the caller's client reads as it is set up.
 
     Raises:
-        UserError: no API key for OpenAI's own API, or `client` given with `base_url`/`api_key`.
+        UserError: no API key for OpenAI's own API, or `client` given with `base_url`/`api_key`
+            (or a `max_response_bytes` of its own).
 
     Errors of a call are `jevrefine.exceptions`: `ModelHTTPError` (with `status_code`, the
     decoded `body` and `retry_after`), `ModelTimeoutError`, `ModelConnectionError` and
@@ -115,11 +127,13 @@ class OpenAIChatModel(ChatModel):
         options: ChatOptions | None = None,
         max_retries: int = 2,
         timeout: float | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UserError(
                 "OpenAIChatModel needs a model name, e.g. OpenAIChatModel('gpt-4o-mini')"
             )
+        max_response_bytes = check_max_response_bytes(max_response_bytes)
         if options is not None and not isinstance(options, ChatOptions):
             raise UserError(f"options must be a ChatOptions, got {type(options).__name__}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -136,6 +150,11 @@ class OpenAIChatModel(ChatModel):
                     "pass either client= or base_url=/api_key=, not both: the client already "
                     "holds its base URL and key"
                 )
+            if max_response_bytes not in (None, DEFAULT_MAX_RESPONSE_BYTES):
+                raise UserError(
+                    "max_response_bytes applies to the client the model builds; with client= "
+                    "give that client's http_client the limits you want instead"
+                )
             self._client = client
             self._owns_client = False
         else:
@@ -149,6 +168,11 @@ class OpenAIChatModel(ChatModel):
                     )
                 key = _PLACEHOLDER_KEY
             extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+            if max_response_bytes is not None:
+                # The SDK's own default client (pool limits, timeouts, proxies), bodies capped.
+                extra["http_client"] = bounded_http_client(
+                    openai.DefaultAsyncHttpxClient, max_response_bytes
+                )
             self._client = AsyncOpenAI(
                 api_key=key, base_url=base_url, max_retries=max_retries, **extra
             )
@@ -239,12 +263,28 @@ class OpenAIChatModel(ChatModel):
             )
             try:
                 async for chunk in chunks:
-                    text = state.add(chunk)
+                    with unreadable_items_raise(model, self.base_url, "stream chunk", self._scrub):
+                        text = state.add(chunk)
                     if text:
                         yield ChatResponse(
                             (Generation(AssistantMessage(text)),),
                             ChatResponseMetadata(id=state.id, model=state.model),
                         )
+            except openai.APITimeoutError as exc:
+                # Once the stream has begun the SDK retries nothing: say what happened.
+                raise ModelTimeoutError(
+                    f"{model} at {self.base_url} stopped sending the stream for longer than the "
+                    "timeout; the answer is incomplete",
+                    model_name=model,
+                ) from exc
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__
+                detail = f": {type(cause).__name__} {self._scrub(str(cause))}" if cause else ""
+                raise ModelConnectionError(
+                    f"the stream from {model} at {self.base_url} broke off; the answer is "
+                    f"incomplete{detail}".rstrip(),
+                    model_name=model,
+                ) from exc
             finally:
                 # Closing releases the connection when the consumer stops early.
                 await chunks.close()

@@ -7,18 +7,14 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import closing
-from typing import Final, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Final
 
-import anyio.to_thread
-
+from .._sqlite_worker import SqliteWorker, database_file
 from ..exceptions import UserError
 from ._document import Document, check_top_k
 
 __all__ = ["SqliteFtsRetriever", "fts_query"]
-
-T = TypeVar("T")
 
 _WORD: Final = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_WORDS: Final = 64
@@ -86,20 +82,16 @@ class SqliteFtsRetriever:
     def __init__(
         self, path: str | os.PathLike[str], *, top_k: int = 4, timeout: float = 30.0
     ) -> None:
-        path_text = os.fspath(path)
-        if not path_text or path_text == ":memory:" or path_text.startswith("file::memory:"):
-            # Each operation opens its own connection, and an in-memory database dies with it.
-            raise UserError(
-                "SqliteFtsRetriever needs a database file path (an in-memory database would be "
-                "empty on every call); use a temporary file for throwaway stores"
-            )
-        self.path = path_text
+        self.path = database_file(
+            path,
+            "SqliteFtsRetriever needs a database file path (an in-memory database would be "
+            "empty on every call); use a temporary file for throwaway stores",
+        )
         """The database file."""
         check_top_k(top_k, optional=False)
         self.top_k = top_k
         """How many documents `retrieve` returns by default."""
-        self._timeout = timeout
-        self._schema_ready = False
+        self._db = SqliteWorker(self.path, _SCHEMA, timeout=timeout)
 
     async def add(self, documents: Iterable[Document]) -> None:
         """Store `documents`; one with an id already stored replaces it."""
@@ -109,17 +101,17 @@ class SqliteFtsRetriever:
                 raise UserError(f"add() takes Documents, got {type(document).__name__}")
             rows.append((document.id, document.text, json.dumps(document.metadata, default=str)))
         if rows:
-            await self._run(functools.partial(_insert, rows))
+            await self._db.run(functools.partial(_insert, rows))
 
     async def delete(self, ids: Iterable[str]) -> None:
         """Remove the documents with these ids (unknown ids are ignored)."""
         keys = [str(i) for i in ids]
         if keys:
-            await self._run(functools.partial(_delete, keys))
+            await self._db.run(functools.partial(_delete, keys))
 
     async def count(self) -> int:
         """How many documents are stored."""
-        return await self._run(_count)
+        return await self._db.run(_count)
 
     async def retrieve(self, query: str, *, top_k: int | None = None) -> list[Document]:
         """The best matches for `query` by BM25, best first; at most `top_k` (default `self.top_k`).
@@ -131,18 +123,7 @@ class SqliteFtsRetriever:
         match = fts_query(query)
         if match is None:
             return []
-        return await self._run(functools.partial(_search, match, limit))
-
-    async def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self._with_connection, operation)
-
-    def _with_connection(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        with closing(sqlite3.connect(self.path, timeout=self._timeout)) as connection:
-            if not self._schema_ready:
-                connection.executescript(_SCHEMA)
-                self._schema_ready = True  # idempotent DDL: a race only repeats it
-            with connection:  # one transaction: committed on success, rolled back on error
-                return operation(connection)
+        return await self._db.run(functools.partial(_search, match, limit))
 
     def __repr__(self) -> str:
         return f"SqliteFtsRetriever({self.path!r}, top_k={self.top_k})"

@@ -6,7 +6,8 @@ HTTP/1.1 for the official SDKs: keep-alive, `Content-Length` bodies, chunked res
 server-sent events.
 
 Faults are queued and consumed in order, one per request: `fail(...)`, `drop_connections()`,
-`malformed()`, `delay(...)` (slow headers), `reset_mid_body()` and `slow_body(...)`.
+`malformed()`, `delay(...)` (slow headers), `reset_mid_body()`, `slow_body(...)`,
+`malformed_event()` (a broken event in a stream) and `huge_body(...)`.
 `random_faults(rate, seed=...)` adds seeded random faults to requests that have none queued.
 """
 
@@ -22,7 +23,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:
@@ -103,12 +104,24 @@ class StreamingHTTPResponse:
 
 @dataclass(slots=True)
 class _Fault:
-    kind: Literal["fail", "drop", "malformed", "delay", "reset_mid_body", "slow_body"]
+    kind: Literal[
+        "fail",
+        "drop",
+        "malformed",
+        "delay",
+        "reset_mid_body",
+        "slow_body",
+        "malformed_event",
+        "huge_body",
+    ]
     times: int
     status: int = 500
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    size: int = 0
+    chunked: bool = False
+    after: int = 1
 
 
 class LoopbackHTTPServer:
@@ -255,6 +268,29 @@ class LoopbackHTTPServer:
         """
         self._queue(_Fault("slow_body", times, seconds=seconds))
 
+    def malformed_event(self, times: int = 1, *, after: int = 1, data: bytes | None = None) -> None:
+        """Slip a broken event into the next `times` streamed answers.
+
+        Its `data` is cut-off JSON unless `data` gives another (e.g. `b"null"`: valid JSON that
+        is no chunk). It follows the stream's first `after` chunks (events), and is named
+        (`event: content_block_delta`), so clients that skip unnamed events read it too. An
+        answer that is not streamed gets the malformed JSON body of `malformed()` instead.
+        """
+        if after < 0:
+            raise ValueError(f"after must be 0 or more, got {after}")
+        self._queue(_Fault("malformed_event", times, body=data, after=after))
+
+    def huge_body(self, size: int, *, chunked: bool = False, times: int = 1) -> None:
+        """Answer the next `times` requests with 200 and a body of `size` bytes (JSON-ish filler).
+
+        With `chunked=False` the head declares the size (`content-length`); with `chunked=True`
+        it does not, and the body comes in 64 KiB chunks, made as they are sent: only counting
+        what arrives catches it. Sending stops when the client hangs up.
+        """
+        if size < 0:
+            raise ValueError(f"size must be 0 or more, got {size}")
+        self._queue(_Fault("huge_body", times, size=size, chunked=chunked))
+
     def random_faults(
         self,
         rate: float,
@@ -356,6 +392,8 @@ class LoopbackHTTPServer:
         if fault is not None and fault.kind == "fail":
             body = fault.body if fault.body is not None else self.error_body(fault.status, None)
             response = _response_of(fault.status, body, fault.headers)
+        elif fault is not None and fault.kind == "huge_body":
+            response = _huge_response(fault.size, chunked=fault.chunked)
         elif fault is not None and fault.kind == "malformed":
             response = HTTPResponse(
                 200, b'{"this is": not json', {"content-type": "application/json"}
@@ -367,11 +405,46 @@ class LoopbackHTTPServer:
                 response = HTTPResponse.json(
                     {"error": {"message": f"fake server error: {exc!r}"}}, status=500
                 )
+        if fault is not None and fault.kind == "malformed_event":
+            response = _with_malformed_event(response, fault.after, fault.body)
         keep_alive = request.headers.get("connection", "").lower() != "close"
         if fault is not None and fault.kind in ("reset_mid_body", "slow_body"):
             return await _write_split(writer, response, fault, keep_alive=keep_alive)
         await _write_response(writer, response, keep_alive=keep_alive)
         return keep_alive
+
+
+class _ServableFake(Protocol):
+    """What `serve_until_stdin_closes` needs of a fake server."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def serve_until_stdin_closes(server: _ServableFake) -> None:
+    """Start `server`, print its base URL, serve until stdin closes or Ctrl-C, then stop it.
+
+    The body of the fake servers' `main()` (used by the benchmarks, which read the URL from the
+    first line of output and close stdin to stop the server).
+    """
+    import sys
+
+    server.start()
+    print(server.base_url, flush=True)
+    try:
+        # Serve until stdin closes or the process is interrupted.
+        if not sys.stdin.isatty():
+            sys.stdin.read()
+        else:  # pragma: no cover - interactive use
+            threading.Event().wait()
+    except KeyboardInterrupt:  # pragma: no cover - interactive use
+        pass
+    finally:
+        server.stop()
 
 
 async def _write_split(
@@ -406,6 +479,56 @@ async def _write_split(
     writer.write(response.body[half:])
     await writer.drain()
     return keep_alive
+
+
+_BROKEN_EVENT = (
+    b"event: content_block_delta\n"
+    b'data: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_del\n\n'
+)
+"""A server-sent event cut off in the middle of its JSON (named, so no client skips it)."""
+
+
+def _with_malformed_event(
+    response: HTTPResponse | StreamingHTTPResponse, after: int, data: bytes | None
+) -> HTTPResponse | StreamingHTTPResponse:
+    """`response` with a broken event after `after` chunks (a whole body: malformed JSON)."""
+    if isinstance(response, HTTPResponse):
+        return HTTPResponse(200, b'{"this is": not json', {"content-type": "application/json"})
+    chunks = response.chunks
+    event = (
+        _BROKEN_EVENT if data is None else b"event: content_block_delta\ndata: " + data + b"\n\n"
+    )
+
+    async def broken() -> AsyncIterator[bytes]:
+        sent = 0
+        async for chunk in chunks:
+            if sent == after:
+                yield event
+            yield chunk
+            sent += 1
+        if sent <= after:  # a shorter stream: the broken event at its end
+            yield event
+
+    return StreamingHTTPResponse(broken(), response.status, response.headers)
+
+
+def _huge_response(size: int, *, chunked: bool) -> HTTPResponse | StreamingHTTPResponse:
+    """A 200 of `size` bytes: declared up front, or streamed chunk by chunk without a length."""
+    filler = b'{"pad": "' + b"x" * (64 * 1024 - 11) + b'"}'
+    if not chunked:
+        whole, rest = divmod(size, len(filler))
+        return HTTPResponse(
+            200, filler * whole + filler[:rest], {"content-type": "application/json"}
+        )
+
+    async def chunks() -> AsyncIterator[bytes]:
+        left = size
+        while left > 0:
+            piece = filler[:left]
+            left -= len(piece)
+            yield piece
+
+    return StreamingHTTPResponse(chunks(), 200, {"content-type": "application/json"})
 
 
 def _response_of(status: int, body: Any, headers: Mapping[str, str]) -> HTTPResponse:

@@ -41,7 +41,13 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeAlias
 
-from ._http import HTTPRequest, HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
+from ._http import (
+    HTTPRequest,
+    HTTPResponse,
+    LoopbackHTTPServer,
+    StreamingHTTPResponse,
+    serve_until_stdin_closes,
+)
 
 __all__ = ["DEFAULT_MODELS", "MAX_CONTEXT_TOKENS", "AnswerFunction", "FakeJevServer"]
 
@@ -447,26 +453,12 @@ def _wire_answer(qid: str, question: dict[str, Any], value: Any) -> Any:
 def main(argv: list[str] | None = None) -> None:
     """Serve until interrupted, printing the URL first (used by the benchmark)."""
     import argparse
-    import sys
-    import threading
 
     parser = argparse.ArgumentParser(description="Serve a FakeJevServer on 127.0.0.1.")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     parser.add_argument("--api-key", default=None, help="require this key")
     args = parser.parse_args(argv)
-    server = FakeJevServer(latency=args.latency, api_key=args.api_key)
-    server.start()
-    print(server.base_url, flush=True)
-    try:
-        # Serve until stdin closes or the process is interrupted.
-        if not sys.stdin.isatty():
-            sys.stdin.read()
-        else:  # pragma: no cover - interactive use
-            threading.Event().wait()
-    except KeyboardInterrupt:  # pragma: no cover - interactive use
-        pass
-    finally:
-        server.stop()
+    serve_until_stdin_closes(FakeJevServer(latency=args.latency, api_key=args.api_key))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, ClassVar, TypeAlias
 
-from ._http import HTTPRequest, HTTPResponse, StreamingHTTPResponse
+from ._http import (
+    HTTPRequest,
+    HTTPResponse,
+    StreamingHTTPResponse,
+    serve_until_stdin_closes,
+)
 from ._script import ScriptedServer
 
 __all__ = ["FakeOpenAIServer", "FakeToolCall", "OpenAIReply", "ReplyFunction"]
@@ -522,25 +527,11 @@ def _error(
 def main(argv: list[str] | None = None) -> None:
     """Serve until stdin closes, printing the base URL first (used by the benchmarks)."""
     import argparse
-    import sys
-    import threading
 
     parser = argparse.ArgumentParser(description="Serve a FakeOpenAIServer on 127.0.0.1.")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(latency=args.latency)
-    server.start()
-    print(server.base_url, flush=True)
-    try:
-        # Serve until stdin closes or the process is interrupted.
-        if not sys.stdin.isatty():
-            sys.stdin.read()
-        else:  # pragma: no cover - interactive use
-            threading.Event().wait()
-    except KeyboardInterrupt:  # pragma: no cover - interactive use
-        pass
-    finally:
-        server.stop()
+    serve_until_stdin_closes(FakeOpenAIServer(latency=args.latency))
 
 
 if __name__ == "__main__":  # pragma: no cover
