@@ -173,10 +173,16 @@ class Bare(Raw):
 class Ours:
     """jevrefine: ChatClient + SelfRefineAdvisor(Judge(JudgeClient)) on OpenAIChatModel."""
 
-    def __init__(self, openai_url: str, jev_url: str) -> None:
+    def __init__(self, openai_url: str, jev_url: str, *, judge_timeout: float = 10.0) -> None:
         self.openai = openai_client(openai_url)
         self.model = OpenAIChatModel(MODEL, client=self.openai)
-        self.jev = JudgeClient("bench", base_url=jev_url, max_concurrency=1000)
+        self.jev = JudgeClient(
+            "bench",
+            base_url=jev_url,
+            max_concurrency=1000,
+            timeout=judge_timeout,
+            total_timeout=max(30.0, 3 * judge_timeout),
+        )
         judge = Judge(
             self.jev,
             [

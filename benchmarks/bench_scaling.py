@@ -78,9 +78,13 @@ async def run(args: argparse.Namespace) -> None:
     openai_process, openai_url = start("jevrefine.testing._openai_server")
     jev_process, jev_url = start("jevrefine.testing._jev_server")
     try:
-        contenders = {HAND: Raw(openai_url, jev_url), OURS: Ours(openai_url, jev_url)}
-        # The hand-written loop's judge client gives up connecting after 10 s; 1,000 connects at
-        # once on a busy machine can take longer (the servers queue them).
+        # Both judge clients get 120 s per operation instead of 10 s: 1,000 connects at once on
+        # a busy machine, or 1,000 refinements in flight under tracemalloc, take longer than 10
+        # s to be served, and a judge call that times out fails open ("unjudged").
+        contenders = {
+            HAND: Raw(openai_url, jev_url),
+            OURS: Ours(openai_url, jev_url, judge_timeout=120.0),
+        }
         contenders[HAND].http.timeout = httpx2.Timeout(120.0)
         for contender in contenders.values():
             # Warm-up: imports, caches, and the connection pools grown step by step to the

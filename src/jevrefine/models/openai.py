@@ -179,6 +179,13 @@ class OpenAIChatModel(ChatModel):
             self._owns_client = True
         # Kept only to scrub it out of provider error texts; never printed.
         self._secret = _key_of(self._client)
+        # Read once: telemetry needs them on every call, and the SDK's `base_url` property is
+        # not free. A client whose base URL is reassigned later needs a new adapter.
+        url = self._client.base_url
+        self._server_address = url.host or None
+        self._server_port = (
+            url.port if url.port is not None else {"https": 443, "http": 80}.get(url.scheme)
+        )
 
     # -- identity --------------------------------------------------------------------------
 
@@ -200,15 +207,12 @@ class OpenAIChatModel(ChatModel):
     @property
     def server_address(self) -> str | None:
         """The host of the base URL, for telemetry."""
-        return self._client.base_url.host or None
+        return self._server_address
 
     @property
     def server_port(self) -> int | None:
         """The port of the base URL (the scheme's default when the URL gives none)."""
-        url = self._client.base_url
-        if url.port is not None:
-            return url.port
-        return {"https": 443, "http": 80}.get(url.scheme)
+        return self._server_port
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model_name={self.model_name!r}, base_url={self.base_url!r})"
