@@ -11,10 +11,11 @@ own process, so this process's CPU is the client's alone), one call at a time:
 Overhead = a contender's time per call − the direct call's, paired round by round (the rounds
 alternate the contenders, so noise hits all alike). The SDK's own CPU per call (milliseconds of
 pydantic validation and httpx) dwarfs a lean framework's, so a noise-free cross-check is added:
-Python function calls per call, counted with cProfile in a separate pass. The physical limit
-is an overhead of zero: the direct call's time is the HTTP round trip itself. Target:
-jevrefine's overhead ≤ 1/40 of pydantic-ai's. Contenders whose package is missing are
-skipped, with the reason.
+Python function calls per call, counted with cProfile in a separate pass; and the CPU overhead
+is measured call by call, each contender's call paired with a direct call made next to it.
+The physical limit is an overhead of zero: the direct call's time is the HTTP round trip
+itself. Target: jevrefine's overhead ≤ 1/40 of pydantic-ai's. Contenders whose package is
+missing are skipped, with the reason.
 
     python -m benchmarks.bench_http_overhead [--quick]
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -86,6 +88,26 @@ def contenders(url: str) -> tuple[dict[str, Callable[[], Awaitable[object]]], di
     return found, missing
 
 
+async def paired_cpu_overheads(
+    calls: dict[str, Callable[[], Awaitable[object]]], pairs: int
+) -> dict[str, list[float]]:
+    """Per call: a contender's CPU time minus that of the direct call made next to it.
+
+    The contenders take turns call by call (in alternating order), so each difference pairs two
+    calls a few milliseconds apart: the drift that blocks of calls pick up (the SDK's own CPU
+    per call varies by more than a lean framework's whole overhead) cancels, and the median
+    over many pairs is steady from run to run.
+    """
+    names = list(calls)
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(pairs):
+        for name in names if index % 2 == 0 else names[::-1]:
+            started = time.process_time()
+            await calls[name]()
+            cpu[name].append(time.process_time() - started)
+    return {name: [a - b for a, b in zip(cpu[name], cpu[DIRECT], strict=True)] for name in names}
+
+
 def _ratio(value: float | None) -> str:
     # jevrefine's overhead can measure ≤ 0 when it is below the noise; no ratio then.
     return "n/a (jevrefine's overhead is within the noise)" if value is None else f"{value:.1f}×"
@@ -96,11 +118,12 @@ def overheads(result: dict[str, Measurement], name: str, attr: str) -> list[floa
     return [a - b for a, b in zip(getattr(result[name], attr), base, strict=True)]
 
 
-async def run(rounds: int, ops: int, warmup: int) -> None:
+async def run(rounds: int, ops: int, warmup: int, pairs: int) -> None:
     with serving("jevrefine.testing._openai_server", "--latency", "0") as url:
         calls, missing = contenders(url)
         result = await interleaved(calls, rounds=rounds, ops_per_round=ops, warmup=warmup)
         python_calls = {name: await python_calls_per_op(call, 30) for name, call in calls.items()}
+        paired = await paired_cpu_overheads(calls, pairs)
 
     rows: dict[str, dict[str, Any]] = {}
     for name, m in result.items():
@@ -108,7 +131,7 @@ async def run(rounds: int, ops: int, warmup: int) -> None:
             "time_per_call": m.per_op,
             "cpu_per_call": m.cpu_per_op,
             "overhead": overheads(result, name, "per_op"),
-            "cpu_overhead": overheads(result, name, "cpu_per_op"),
+            "cpu_overhead": paired[name],
             "python_calls": python_calls[name],
             "python_calls_overhead": python_calls[name] - python_calls[DIRECT],
         }
@@ -118,11 +141,12 @@ async def run(rounds: int, ops: int, warmup: int) -> None:
         "",
         f"One call at a time on `FakeOpenAIServer` in its own process; {rounds} alternating "
         f"rounds of {ops} calls; median (interquartile range). Overhead = time − the direct "
-        "`AsyncOpenAI` call's time in the same round; CPU is this process's (the client's). "
+        "`AsyncOpenAI` call's time in the same round; CPU is this process's (the client's); the "
+        f"CPU overhead is the median over {pairs} call-by-call pairs with the direct call. "
         "Physical limit: overhead 0. Command: `python -m benchmarks.bench_http_overhead"
         f"{' --quick' if rounds < 10 else ''}`.",
         "",
-        "| contender | time per call | overhead | client CPU per call | CPU overhead "
+        "| contender | time per call | overhead | client CPU per call | CPU overhead (paired) "
         "| Python calls per call (added) |",
         "|---|---:|---:|---:|---:|---:|",
     ]
@@ -191,8 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds, for a smoke run")
     args = parser.parse_args(argv)
-    rounds, ops, warmup = (4, 30, 10) if args.quick else (41, 30, 50)
-    anyio.run(run, rounds, ops, warmup)
+    rounds, ops, warmup, pairs = (4, 30, 10, 40) if args.quick else (41, 30, 50, 600)
+    anyio.run(run, rounds, ops, warmup, pairs)
 
 
 if __name__ == "__main__":
