@@ -19,13 +19,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from jevrefine.testing import FakeOpenAIServer
-from jevrefine.testing._http import HTTPRequest, HTTPResponse
+from jevrefine.testing._http import HTTPRequest, HTTPResponse, serve_until_stdin_closes
 from jevrefine.testing._openai_server import OpenAIReply
 
 
 @contextlib.contextmanager
-def serving(module: str, *args: str) -> Iterator[str]:
-    """Run `python -m module *args` (a fake server that prints its URL); yield the URL."""
+def serving_process(module: str, *args: str) -> Iterator[tuple[int, str]]:
+    """Run `python -m module *args` (a fake server that prints its URL); yield (pid, URL).
+
+    The pid lets a benchmark count the server's CPU time too.
+    """
     process = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdin=subprocess.PIPE,
@@ -38,13 +41,20 @@ def serving(module: str, *args: str) -> Iterator[str]:
         url = process.stdout.readline().strip()
         if not url.startswith("http"):
             raise SystemExit(f"{module} did not start (printed {url!r})")
-        yield url
+        yield process.pid, url
     finally:
         process.stdin.close()  # the fakes serve until stdin closes
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@contextlib.contextmanager
+def serving(module: str, *args: str) -> Iterator[str]:
+    """Run `python -m module *args` (a fake server that prints its URL); yield the URL."""
+    with serving_process(module, *args) as (_, url):
+        yield url
 
 
 _OUTPUT_FIELDS = re.compile(r"Your output fields are:\n(.*?)\n\n", re.S)
@@ -105,13 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve a CountingOpenAIServer on 127.0.0.1.")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     args = parser.parse_args(argv)
-    server = CountingOpenAIServer(latency=args.latency)
-    server.start()
-    print(server.base_url, flush=True)
-    try:
-        sys.stdin.read()  # serve until the parent closes stdin
-    finally:
-        server.stop()
+    serve_until_stdin_closes(CountingOpenAIServer(latency=args.latency))
 
 
 if __name__ == "__main__":

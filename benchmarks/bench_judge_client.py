@@ -12,8 +12,6 @@ the ratio JudgeClient / official (higher is better for calls/s, lower for CPU pe
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,6 +21,7 @@ import anyio
 from jevrefine.jev import Choice, JudgeClient, Noul, Score
 
 from ._harness import bar, emit, figure
+from ._servers import serving
 
 STATE = {
     "user_question": "user: I was charged twice for my subscription this month. Please help.",
@@ -55,21 +54,6 @@ def _their_questions(ts: Any) -> dict[str, Any]:
     }
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jevrefine.testing._jev_server"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    if not url.startswith("http"):
-        process.kill()
-        raise SystemExit(f"the fake server did not start (printed {url!r})")
-    return process, url
-
-
 async def measure(
     call: Callable[[], Awaitable[Any]], calls: int, concurrency: int
 ) -> tuple[float, float]:
@@ -93,8 +77,7 @@ async def measure(
 async def run(args: argparse.Namespace) -> None:
     import typesafe_sdk as ts
 
-    process, url = start_server()
-    try:
+    with serving("jevrefine.testing._jev_server") as url:
         ours = JudgeClient("bench-key", base_url=url)
         theirs = ts.AsyncTypeSafeClient(api_key="bench-key", base_url=url)
         their_questions = _their_questions(ts)
@@ -122,10 +105,6 @@ async def run(args: argparse.Namespace) -> None:
                     )
         await ours.aclose()
         await theirs.aclose()
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        process.wait(timeout=10)
 
     lines = [
         "## Jev client: JudgeClient vs the official typesafe-sdk AsyncTypeSafeClient",

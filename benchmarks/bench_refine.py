@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -36,6 +34,7 @@ from jevrefine.jev import Judge, JudgeClient, JudgeInput, Noul, check, noul
 from jevrefine.models.openai import OpenAIChatModel
 
 from ._harness import bar, emit, figure
+from ._servers import serving
 
 LATENCY = 0.05
 MODEL = "fake-model"
@@ -46,28 +45,6 @@ DEFECT = "The answer does not acknowledge the review"
 
 def _revised(judge_input: JudgeInput) -> bool:
     return MARK in judge_input.assistant_answer
-
-
-def start(module: str) -> tuple[subprocess.Popen[str], str]:
-    """Start a fake server in its own process; its base URL."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, "--latency", str(LATENCY)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    if not url.startswith("http"):
-        process.kill()
-        raise SystemExit(f"{module} did not start (printed {url!r})")
-    return process, url
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    assert process.stdin is not None
-    process.stdin.close()
-    process.wait(timeout=10)
 
 
 async def run_many(one: Callable[[int], Awaitable[None]], n: int, concurrency: int) -> None:
@@ -209,9 +186,11 @@ class Ours:
 
 
 async def run(args: argparse.Namespace) -> None:
-    openai_process, openai_url = start("jevrefine.testing._openai_server")
-    jev_process, jev_url = start("jevrefine.testing._jev_server")
-    try:
+    latency = str(LATENCY)
+    with (
+        serving("jevrefine.testing._openai_server", "--latency", latency) as openai_url,
+        serving("jevrefine.testing._jev_server", "--latency", latency) as jev_url,
+    ):
         contenders: dict[str, Any] = {
             "raw": Raw(openai_url, jev_url),
             "bare": Bare(openai_url, jev_url),
@@ -226,9 +205,6 @@ async def run(args: argparse.Namespace) -> None:
                 results[name].append(await measure(contenders[name].one, args.n, args.concurrency))
         for contender in contenders.values():
             await contender.aclose()
-    finally:
-        stop(openai_process)
-        stop(jev_process)
 
     n, concurrency = args.n, args.concurrency
     attempts = 2 * n

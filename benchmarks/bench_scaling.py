@@ -33,7 +33,8 @@ import anyio
 import httpx2
 
 from ._harness import emit, figure
-from .bench_refine import LATENCY, Ours, Raw, run_many, start, stop
+from ._servers import serving_process
+from .bench_refine import LATENCY, Ours, Raw, run_many
 
 HAND = "hand-written loop"
 OURS = "jevrefine"
@@ -75,9 +76,12 @@ async def peak_bytes(one: Any, n: int) -> float:
 
 
 async def run(args: argparse.Namespace) -> None:
-    openai_process, openai_url = start("jevrefine.testing._openai_server")
-    jev_process, jev_url = start("jevrefine.testing._jev_server")
-    try:
+    latency = str(LATENCY)
+    with (
+        serving_process("jevrefine.testing._openai_server", "--latency", latency) as openai,
+        serving_process("jevrefine.testing._jev_server", "--latency", latency) as jev,
+    ):
+        (openai_pid, openai_url), (jev_pid, jev_url) = openai, jev
         # Both judge clients get 120 s per operation instead of 10 s: 1,000 connects at once on
         # a busy machine, or 1,000 refinements in flight under tracemalloc, take longer than 10
         # s to be served, and a judge call that times out fails open ("unjudged").
@@ -91,7 +95,7 @@ async def run(args: argparse.Namespace) -> None:
             # largest concurrency, so no timed run pays for a storm of new connections.
             for concurrency, _ in args.levels:
                 await run_many(contender.one, max(args.warmup, concurrency), concurrency)
-        pids = [openai_process.pid, jev_process.pid]
+        pids = [openai_pid, jev_pid]
         samples: dict[str, dict[int, list[tuple[float, float, float]]]] = {
             n: {} for n in contenders
         }
@@ -107,9 +111,6 @@ async def run(args: argparse.Namespace) -> None:
         }
         for contender in contenders.values():
             await contender.aclose()
-    finally:
-        stop(openai_process)
-        stop(jev_process)
     report(args, samples, memory)
 
 
