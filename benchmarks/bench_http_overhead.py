@@ -10,12 +10,13 @@ own process, so this process's CPU is the client's alone), one call at a time:
 
 Overhead = a contender's time per call − the direct call's, paired round by round (the rounds
 alternate the contenders, so noise hits all alike). The SDK's own CPU per call (milliseconds of
-pydantic validation and httpx) dwarfs a lean framework's, so a noise-free cross-check is added:
-Python function calls per call, counted with cProfile in a separate pass; and the CPU overhead
-is measured call by call, each contender's call paired with a direct call made next to it.
-The physical limit is an overhead of zero: the direct call's time is the HTTP round trip
-itself. Target: jevrefine's overhead ≤ 1/40 of pydantic-ai's. Contenders whose package is
-missing are skipped, with the reason.
+pydantic validation and httpx) dwarfs a lean framework's, so two steadier measures are added:
+the CPU overhead measured call by call, each contender's call paired with a direct call made
+back to back with it (see `paired_cpu_overheads`), and Python function calls per call, counted
+with cProfile in a separate pass. A control contender, the direct call itself, shows each
+method's error. The physical limit is an overhead of zero: the direct call's time is the HTTP
+round trip itself. Target: jevrefine's overhead ≤ 1/40 of pydantic-ai's. Contenders whose
+package is missing are skipped, with the reason.
 
     python -m benchmarks.bench_http_overhead [--quick]
 """
@@ -23,6 +24,7 @@ missing are skipped, with the reason.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -40,6 +42,8 @@ from ._servers import serving
 MODEL = "fake-model"
 QUESTION = "What is the weather in Paris?"
 DIRECT = "direct AsyncOpenAI"
+CONTROL = "control: direct AsyncOpenAI again"
+"""The direct call as a contender of its own: its overhead shows the method's error (~0)."""
 
 
 def contenders(url: str) -> tuple[dict[str, Callable[[], Awaitable[object]]], dict[str, str]]:
@@ -55,7 +59,14 @@ def contenders(url: str) -> tuple[dict[str, Callable[[], Awaitable[object]]], di
     async def ours() -> object:
         return await spec.call()
 
-    found: dict[str, Callable[[], Awaitable[object]]] = {DIRECT: direct, "jevrefine": ours}
+    async def control() -> object:
+        return await direct()
+
+    found: dict[str, Callable[[], Awaitable[object]]] = {
+        DIRECT: direct,
+        CONTROL: control,
+        "jevrefine": ours,
+    }
     missing: dict[str, str] = {}
     try:
         from pydantic_ai import Agent
@@ -89,23 +100,32 @@ def contenders(url: str) -> tuple[dict[str, Callable[[], Awaitable[object]]], di
 
 
 async def paired_cpu_overheads(
-    calls: dict[str, Callable[[], Awaitable[object]]], pairs: int
+    calls: dict[str, Callable[[], Awaitable[object]]], pairs: int, *, seed: int = 0
 ) -> dict[str, list[float]]:
-    """Per call: a contender's CPU time minus that of the direct call made next to it.
+    """Per call: a contender's CPU time minus that of a direct call made right next to it.
 
-    The contenders take turns call by call (in alternating order), so each difference pairs two
-    calls a few milliseconds apart: the drift that blocks of calls pick up (the SDK's own CPU
-    per call varies by more than a lean framework's whole overhead) cancels, and the median
-    over many pairs is steady from run to run.
+    Each pair is two calls back to back, a direct call and the contender's, in random order.
+    What ran before a pair matters: a pydantic-ai run evicts far more of the CPU caches than a
+    direct call does, and the next call pays for it (tens of µs, the size of a lean framework's
+    whole overhead). Back to back and in random order, both calls of a pair inherit the same
+    state, so that cost cancels; the contenders' order changes every round too. The control
+    contender, the direct call itself, measures what is left: its overhead should be about 0.
     """
-    names = list(calls)
-    cpu: dict[str, list[float]] = {name: [] for name in names}
-    for index in range(pairs):
-        for name in names if index % 2 == 0 else names[::-1]:
-            started = time.process_time()
-            await calls[name]()
-            cpu[name].append(time.process_time() - started)
-    return {name: [a - b for a, b in zip(cpu[name], cpu[DIRECT], strict=True)] for name in names}
+    rng = random.Random(seed)
+    others = [name for name in calls if name != DIRECT]
+    diffs: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(pairs):
+        rng.shuffle(others)
+        for name in others:
+            first, second = (DIRECT, name) if rng.random() < 0.5 else (name, DIRECT)
+            cpu: dict[str, float] = {}
+            for which in (first, second):
+                started = time.process_time()
+                await calls[which]()
+                cpu[which] = time.process_time() - started
+            diffs[name].append(cpu[name] - cpu[DIRECT])
+        diffs[DIRECT].append(0.0)
+    return diffs
 
 
 def _ratio(value: float | None) -> str:
@@ -142,7 +162,9 @@ async def run(rounds: int, ops: int, warmup: int, pairs: int) -> None:
         f"One call at a time on `FakeOpenAIServer` in its own process; {rounds} alternating "
         f"rounds of {ops} calls; median (interquartile range). Overhead = time − the direct "
         "`AsyncOpenAI` call's time in the same round; CPU is this process's (the client's); the "
-        f"CPU overhead is the median over {pairs} call-by-call pairs with the direct call. "
+        f"CPU overhead is the median over {pairs} pairs of calls made back to back with a "
+        "direct call, in random order. The control is the direct call measured as a contender: "
+        "its overhead is the method's error. "
         "Physical limit: overhead 0. Command: `python -m benchmarks.bench_http_overhead"
         f"{' --quick' if rounds < 10 else ''}`.",
         "",
@@ -165,7 +187,7 @@ async def run(rounds: int, ops: int, warmup: int, pairs: int) -> None:
     ours_cpu = statistics.median(rows["jevrefine"]["cpu_overhead"])
     ratios: dict[str, dict[str, float | None]] = {}
     for name in rows:
-        if name in (DIRECT, "jevrefine"):
+        if name in (DIRECT, CONTROL, "jevrefine"):
             continue
         # Ratios of the medians (per-round ratios explode when ours is near zero); the CPU
         # overhead is the steadier measure, the wall one carries the loopback's noise.
@@ -189,6 +211,12 @@ async def run(rounds: int, ops: int, warmup: int, pairs: int) -> None:
         f"- jevrefine overhead: **{ours_cpu * 1e6:,.0f} µs** of CPU per call "
         f"({ours_cpu / statistics.median(rows[DIRECT]['cpu_per_call']):.0%} of the direct call's "
         f"CPU), {ours * 1e6:,.0f} µs of wall time; target ≤ 1/40 of pydantic-ai's."
+    )
+    control_cpu = statistics.median(rows[CONTROL]["cpu_overhead"])
+    lines.append(
+        f"- control (the direct call as a contender): {control_cpu * 1e6:,.0f} µs of CPU "
+        f"overhead, {statistics.median(rows[CONTROL]['overhead']) * 1e6:,.0f} µs of wall time: "
+        "the methods' error."
     )
     bars = [
         bar(name, row["cpu_overhead"], scale=1e6) for name, row in rows.items() if name != DIRECT

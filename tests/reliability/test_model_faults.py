@@ -29,7 +29,11 @@ from jevrefine.testing import FakeAnthropicServer, FakeOpenAIServer
 from jevrefine.testing._http import LoopbackHTTPServer
 
 TIMEOUT = 0.3
+"""The timeout for the slow faults, which must hit it: short, so the matrix runs in seconds."""
 SLOW = 1.0
+RELAXED = 10.0
+"""The timeout for every other fault, which must not hit it even on a loaded machine (a 0.3 s
+timeout made a retried 529 time out a second time, now and then, on a busy 2-core run)."""
 PROMPT = Prompt((UserMessage("hello there"),), ChatOptions())
 
 Fault = Callable[[LoopbackHTTPServer], None]
@@ -43,7 +47,9 @@ class Adapter:
         self.server = server
         self.delays: list[float] = []
 
-    def model(self, retries: int, monkeypatch: pytest.MonkeyPatch) -> ChatModel:
+    def model(
+        self, retries: int, monkeypatch: pytest.MonkeyPatch, *, timeout: float = RELAXED
+    ) -> ChatModel:
         model: OpenAIChatModel | AnthropicChatModel
         if self.kind == "openai":
             assert isinstance(self.server, FakeOpenAIServer)
@@ -52,7 +58,7 @@ class Adapter:
                 base_url=self.server.base_url,
                 api_key="sk-test",
                 max_retries=retries,
-                timeout=TIMEOUT,
+                timeout=timeout,
             )
         else:
             assert isinstance(self.server, FakeAnthropicServer)
@@ -61,7 +67,7 @@ class Adapter:
                 base_url=self.server.base_url,
                 api_key="sk-ant-test",
                 max_retries=retries,
-                timeout=TIMEOUT,
+                timeout=timeout,
             )
         sdk_client: Any = model.client
         computed = sdk_client._calculate_retry_timeout
@@ -87,6 +93,7 @@ async def adapter(request: pytest.FixtureRequest) -> AsyncIterator[Adapter]:
 TRANSIENT: dict[str, tuple[Fault, type[ModelError], int | None]] = {
     "reset before answering": (lambda s: s.drop_connections(), ModelConnectionError, None),
     "reset mid-body": (lambda s: s.reset_mid_body(), ModelConnectionError, None),
+    # Only these two need the short TIMEOUT (see `_timeout_for`).
     "slow headers": (lambda s: s.delay(SLOW), ModelTimeoutError, None),
     "slow body": (lambda s: s.slow_body(SLOW), ModelTimeoutError, None),
     "408": (lambda s: s.fail(408), ModelHTTPError, 408),
@@ -111,6 +118,10 @@ PERMANENT: dict[str, tuple[Fault, type[ModelError], int | None]] = {
 }
 
 
+def _timeout_for(fault: str) -> float:
+    return TIMEOUT if fault.startswith("slow") else RELAXED
+
+
 def _check(error: BaseException, expected: type[ModelError], status: int | None) -> None:
     assert type(error) is expected or (expected is ModelError and isinstance(error, ModelError))
     if status is not None:
@@ -124,7 +135,7 @@ async def test_transient_fault_is_retried_and_succeeds(
 ) -> None:
     """Promise: one transient fault costs one retry by the SDK; the caller gets the answer."""
     TRANSIENT[name][0](adapter.server)
-    async with adapter.model(2, monkeypatch) as model:
+    async with adapter.model(2, monkeypatch, timeout=_timeout_for(name)) as model:
         response = await model.call(PROMPT)
     assert response.result.output.text
     assert len(adapter.server.requests) == 2
@@ -138,7 +149,7 @@ async def test_transient_fault_without_retries_raises_typed(
     """Promise: with `max_retries=0`, one request and the typed error, transient-flagged."""
     fault, expected, status = TRANSIENT[name]
     fault(adapter.server)
-    async with adapter.model(0, monkeypatch) as model:
+    async with adapter.model(0, monkeypatch, timeout=_timeout_for(name)) as model:
         with pytest.raises(ModelError) as caught:
             await model.call(PROMPT)
     _check(caught.value, expected, status)

@@ -22,7 +22,7 @@ the model and records its `chat` span.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -35,7 +35,7 @@ from ..telemetry import ERROR_TYPE, ModelCallRecorder, Telemetry, error_type_of
 from ..tools import tool_definitions
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Coroutine, Sequence
 
     from opentelemetry.context import Context
 
@@ -198,6 +198,11 @@ class ModelLink:
     async def call(self, request: ChatClientRequest) -> ChatClientResponse:
         """Call the model once."""
         prompt = self.prepare(request)
+        if not self.telemetry.active():
+            # Nothing would be recorded: skip the span and the metrics' bookkeeping.
+            response = await self.model.call(prompt)
+            _check_response(self.model, response)
+            return ChatClientResponse(response, request.context)
         recorder = self._recorder(request, prompt, stream=False)
         try:
             with trace.use_span(
@@ -295,14 +300,19 @@ class CallAdvisorChain:
             self._rest = rest  # a cache: the chain stays observably immutable
         return rest
 
-    async def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
-        """Call the next advisor, or the model when no advisor is left."""
+    def next_call(self, request: ChatClientRequest) -> Coroutine[Any, Any, ChatClientResponse]:
+        """Call the next advisor, or the model when no advisor is left: `await` the result.
+
+        A plain method that hands back the next link's coroutine rather than a coroutine of its
+        own: every coroutine between the caller and the model is resumed again each time the
+        call's I/O wakes it, so the chain adds no layer of its own.
+        """
         if self._index >= len(self._advisors):
-            return await self._terminal.call(request)
+            return self._terminal.call(request)
         advisor = self._advisors[self._index]
         if self._trace_advisors:
-            return await self._traced_call(advisor, request)
-        return await advisor.advise_call(request, self._next_chain())
+            return self._traced_call(advisor, request)
+        return advisor.advise_call(request, self._next_chain())
 
     async def _traced_call(
         self, advisor: CallAdvisor, request: ChatClientRequest

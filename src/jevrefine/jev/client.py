@@ -262,6 +262,8 @@ class JudgeClient(AsyncClosing):
             JudgeResponseError: the answer is not a valid System One response.
         """
         content, model_name = self._encode(state, questions, model)
+        if not self._telemetry.active():  # nothing would record the span or the metrics
+            return await self._send_system_one(content, timeout, None)
         recorder = JudgeCallRecorder(
             self._telemetry, model_name, self._address, self._port, content
         )

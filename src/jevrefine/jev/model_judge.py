@@ -417,6 +417,8 @@ class ModelJudgeClient:
 
     async def _recorded_call(self, prompt: Prompt) -> ChatResponse:
         """`prompt` sent to the judge model inside its own `chat {model}` span and metrics."""
+        if not self._telemetry.active():  # nothing would record them
+            return await self._model.call(prompt)
         recorder = ModelCallRecorder(self._telemetry, self._model, prompt)
         try:
             with trace.use_span(

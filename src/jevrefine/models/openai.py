@@ -19,10 +19,9 @@ exception types. The adapter emits no spans: the chain's terminal link records `
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -76,6 +75,9 @@ __all__ = ["OpenAIChatModel"]
 _PLACEHOLDER_KEY: Final = "not-needed"
 """Sent to a server given by `base_url` when no key is set: local servers ignore the key, but
 the SDK refuses to build a client without one."""
+
+_SDK_ERRORS: Final = (openai.OpenAIError, json.JSONDecodeError, httpx2.TransportError)
+"""What the SDK and, while a stream is read, the transport raise: translated by the adapter."""
 
 _FINISH_REASONS: Final = {"function_call": "tool_calls"}
 """Provider finish reasons that the conventions spell differently (the legacy function-call
@@ -144,6 +146,7 @@ class OpenAIChatModel(ChatModel):
             raise UserError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self._model = model
         self._options = options or ChatOptions()
+        self._no_options = self._options == ChatOptions()  # nothing to merge on each call
         if client is not None:
             if base_url is not None or api_key is not None:
                 raise UserError(
@@ -230,8 +233,13 @@ class OpenAIChatModel(ChatModel):
         """
         params, extra_body = self._request(prompt)
         model = params["model"]
-        with self._map_api_errors(model):
+        try:
             completion = await self._client.chat.completions.create(**params, extra_body=extra_body)
+        except ModelError as error:  # raised by the capped HTTP client
+            self._redact(error)
+            raise
+        except _SDK_ERRORS as exc:
+            raise self._model_error(exc, model) from exc
         if not isinstance(completion, ChatCompletion):
             # The SDK hands back a 200 body it could not read as an object (text without a JSON
             # content type, a JSON list) unchanged: say so, instead of an AttributeError later.
@@ -258,7 +266,7 @@ class OpenAIChatModel(ChatModel):
         params, extra_body = self._request(prompt)
         model = params["model"]
         state = _StreamState()
-        with self._map_api_errors(model):
+        try:
             chunks = await self._client.chat.completions.create(
                 **params,
                 extra_body=extra_body,
@@ -292,6 +300,11 @@ class OpenAIChatModel(ChatModel):
             finally:
                 # Closing releases the connection when the consumer stops early.
                 await chunks.close()
+        except ModelError as error:
+            self._redact(error)
+            raise
+        except _SDK_ERRORS as exc:
+            raise self._model_error(exc, model) from exc
         yield state.final_chunk(model)
 
     async def aclose(self) -> None:
@@ -303,7 +316,7 @@ class OpenAIChatModel(ChatModel):
 
     def _request(self, prompt: Prompt) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The keyword arguments of `chat.completions.create`, and the `extra_body`."""
-        options = self._options.merge(prompt.options)
+        options = prompt.options if self._no_options else self._options.merge(prompt.options)
         params: dict[str, Any] = {
             "model": options.model or self._model,
             "messages": _messages_param(prompt.messages),
@@ -337,62 +350,60 @@ class OpenAIChatModel(ChatModel):
 
     # -- errors ----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _map_api_errors(self, model: str) -> Iterator[None]:
-        """Translate the SDK's exceptions into jevrefine's, once, at the boundary, key blanked."""
-        try:
-            with self._translate_errors(model):
-                yield
-        except ModelError as error:
-            # The SDK's exception stays the cause: blank an echoed key out of it too.
-            if self._secret != _PLACEHOLDER_KEY:
-                redact_error(error, self._secret)
-            raise
+    def _redact(self, error: ModelError) -> None:
+        """Blank an echoed key out of `error` and its causes (the SDK's exception among them)."""
+        if self._secret != _PLACEHOLDER_KEY:
+            redact_error(error, self._secret)
 
-    @contextlib.contextmanager
-    def _translate_errors(self, model: str) -> Iterator[None]:
-        try:
-            yield
-        except openai.APITimeoutError as exc:
-            raise ModelTimeoutError(
+    def _model_error(self, exc: Exception, model: str) -> ModelError:
+        """The `ModelError` for one of `_SDK_ERRORS`, chained to it, the key blanked out.
+
+        Translated once, here, at the boundary; the caller raises it `from exc`.
+        """
+        error = self._translated(exc, model)
+        error.__cause__ = exc  # before redacting, which follows the causes
+        self._redact(error)
+        return error
+
+    def _translated(self, exc: Exception, model: str) -> ModelError:
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelTimeoutError(
                 f"{model} at {self.base_url} did not answer in time "
                 "(raise timeout=, or check the server's load)",
                 model_name=model,
-            ) from exc
-        except openai.APIConnectionError as exc:
+            )
+        if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__
             detail = f": {self._scrub(str(cause))}" if cause is not None and str(cause) else ""
-            raise ModelConnectionError(
+            return ModelConnectionError(
                 f"could not reach {model} at {self.base_url}{detail}", model_name=model
-            ) from exc
-        except openai.APIStatusError as exc:
-            body = self._scrub(_decoded_body(exc))
+            )
+        if isinstance(exc, openai.APIStatusError):
             response = exc.response
-            raise ModelHTTPError(
+            return ModelHTTPError(
                 exc.status_code,
-                body,
+                self._scrub(_decoded_body(exc)),
                 parse_retry_after(response.headers),
                 model_name=model,
                 headers=safe_headers(response.headers),
-            ) from exc
-        except (openai.OpenAIError, json.JSONDecodeError) as exc:
+            )
+        if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
             # Anything else the SDK raises: an error event in a stream, or a body that is not
             # JSON (the SDK lets the decoder's error through).
-            raise ModelError(
+            return ModelError(
                 f"{model} at {self.base_url} sent a response that could not be read: "
                 f"{self._scrub(str(exc))}",
                 model_name=model,
-            ) from exc
-        except httpx2.TimeoutException as exc:
+            )
+        if isinstance(exc, httpx2.TimeoutException):
             # While a stream is read, the SDK no longer wraps transport errors.
-            raise ModelTimeoutError(
+            return ModelTimeoutError(
                 f"{model} at {self.base_url} stopped sending the stream in time", model_name=model
-            ) from exc
-        except httpx2.TransportError as exc:
-            raise ModelConnectionError(
-                f"the connection to {model} at {self.base_url} broke: {self._scrub(str(exc))}",
-                model_name=model,
-            ) from exc
+            )
+        return ModelConnectionError(
+            f"the connection to {model} at {self.base_url} broke: {self._scrub(str(exc))}",
+            model_name=model,
+        )
 
     def _scrub(self, value: Any) -> Any:
         """`value` with the API key blanked out, should a server echo it back."""
@@ -520,6 +531,10 @@ def _tool_calls_of(calls: Sequence[Any] | None) -> tuple[ToolCall, ...]:
     return tuple(result)
 
 
+def _index_of(choice: Any) -> int:
+    return int(choice.index)
+
+
 def _response_of(completion: Any, model: str) -> ChatResponse:
     if not completion.choices:
         raise EmptyResponseError(
@@ -527,9 +542,12 @@ def _response_of(completion: Any, model: str) -> ChatResponse:
             "max_tokens leaves room for an answer",
             model_name=model,
         )
+    choices = completion.choices
+    if len(choices) > 1:
+        choices = sorted(choices, key=_index_of)
     generations: list[Generation] = []
     reasons: list[str] = []
-    for choice in sorted(completion.choices, key=lambda c: c.index):
+    for choice in choices:
         message = choice.message
         metadata: dict[str, Any] = {}
         reason = _finish_reason(choice.finish_reason)
@@ -538,8 +556,8 @@ def _response_of(completion: Any, model: str) -> ChatResponse:
             reasons.append(reason)
         if choice.logprobs is not None and choice.logprobs.content is not None:
             metadata["logprobs"] = _logprobs_of(choice.logprobs.content)
-        output = AssistantMessage(message.content or "", _tool_calls_of(message.tool_calls))
-        generations.append(Generation(output, metadata))
+        calls = _tool_calls_of(message.tool_calls) if message.tool_calls else ()
+        generations.append(Generation(AssistantMessage(message.content or "", calls), metadata))
     extra = (
         {"system_fingerprint": completion.system_fingerprint}
         if completion.system_fingerprint
