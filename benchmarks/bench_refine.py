@@ -72,24 +72,28 @@ async def measure(
     return time.perf_counter() - wall0, time.process_time() - cpu0
 
 
-def openai_client(url: str) -> AsyncOpenAI:
+def openai_client(url: str, timeout: float = 30.0) -> AsyncOpenAI:
     """The official client, its pool sized for the concurrency (the same for every contender).
 
     With the default 100 keep-alive connections, 200 concurrent callers would reconnect on every
     wave: that measures TCP handshakes, not the clients.
     """
     limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
-    http = DefaultAsyncHttpxClient(limits=limits, timeout=30.0)
+    http = DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
     return AsyncOpenAI(api_key="bench", base_url=url, max_retries=0, http_client=http)
 
 
 class Raw:
-    """The hand-written loop: the same calls with `openai` and `httpx2`, no framework."""
+    """The hand-written loop: the same calls with `openai` and `httpx2`, no framework.
 
-    def __init__(self, openai_url: str, jev_url: str) -> None:
-        self.openai = openai_client(openai_url)
+    `timeout`: seconds per HTTP operation for both clients (default: 30 s for the model, 10 s
+    for the judge, as `Ours` has them).
+    """
+
+    def __init__(self, openai_url: str, jev_url: str, *, timeout: float | None = None) -> None:
+        self.openai = openai_client(openai_url, timeout or 30.0)
         limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
-        self.http = httpx2.AsyncClient(limits=limits, timeout=10.0)
+        self.http = httpx2.AsyncClient(limits=limits, timeout=timeout or 10.0)
         self.jev_url = jev_url + "/v1/systemone"
         self.questions = {"on_topic": QUESTION.to_wire()}
         self.passed = 0
@@ -133,8 +137,8 @@ class Bare(Raw):
     No ChatClient, advisor or Judge: the difference to `Ours` is the framework's own CPU.
     """
 
-    def __init__(self, openai_url: str, jev_url: str) -> None:
-        super().__init__(openai_url, jev_url)
+    def __init__(self, openai_url: str, jev_url: str, *, timeout: float | None = None) -> None:
+        super().__init__(openai_url, jev_url, timeout=timeout)
         self.jev = JudgeClient("bench", base_url=jev_url, max_concurrency=1000)
 
     async def judge(self, question: str, answer: str) -> bool:
@@ -148,10 +152,14 @@ class Bare(Raw):
 
 
 class Ours:
-    """jevrefine: ChatClient + SelfRefineAdvisor(Judge(JudgeClient)) on OpenAIChatModel."""
+    """jevrefine: ChatClient + SelfRefineAdvisor(Judge(JudgeClient)) on OpenAIChatModel.
 
-    def __init__(self, openai_url: str, jev_url: str, *, judge_timeout: float = 10.0) -> None:
-        self.openai = openai_client(openai_url)
+    `timeout`: as for `Raw`.
+    """
+
+    def __init__(self, openai_url: str, jev_url: str, *, timeout: float | None = None) -> None:
+        judge_timeout = timeout or 10.0
+        self.openai = openai_client(openai_url, timeout or 30.0)
         self.model = OpenAIChatModel(MODEL, client=self.openai)
         self.jev = JudgeClient(
             "bench",

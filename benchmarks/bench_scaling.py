@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 
 from ._harness import emit, figure
 from ._servers import serving_process
@@ -82,14 +81,14 @@ async def run(args: argparse.Namespace) -> None:
         serving_process("jevrefine.testing._jev_server", "--latency", latency) as jev,
     ):
         (openai_pid, openai_url), (jev_pid, jev_url) = openai, jev
-        # Both judge clients get 120 s per operation instead of 10 s: 1,000 connects at once on
-        # a busy machine, or 1,000 refinements in flight under tracemalloc, take longer than 10
-        # s to be served, and a judge call that times out fails open ("unjudged").
+        # Every client gets 120 s per operation instead of 10 – 30 s: 1,000 connects at once on
+        # a busy machine, or 1,000 refinements in flight under tracemalloc, can take longer to
+        # be served; a judge call that times out fails open ("unjudged"), a model call fails
+        # the run (a 30 s connect timeout did, once).
         contenders = {
-            HAND: Raw(openai_url, jev_url),
-            OURS: Ours(openai_url, jev_url, judge_timeout=120.0),
+            HAND: Raw(openai_url, jev_url, timeout=120.0),
+            OURS: Ours(openai_url, jev_url, timeout=120.0),
         }
-        contenders[HAND].http.timeout = httpx2.Timeout(120.0)
         for contender in contenders.values():
             # Warm-up: imports, caches, and the connection pools grown step by step to the
             # largest concurrency, so no timed run pays for a storm of new connections.
