@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import anyio
 import pydantic
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -12,6 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import jevrefine as jr
 from jevrefine.models.base import ChatModel
 
 
@@ -73,3 +75,31 @@ def pool_connections(model: ChatModel) -> tuple[int, int]:
     busy = sum(1 for c in connections if not (c.is_idle() or c.is_closed()))
     idle = sum(1 for c in connections if c.is_idle())
     return busy, idle
+
+
+class CallProbe(jr.BaseAdvisor):
+    """The outermost advisor: counts calls started, in flight and finished, and notes a cancel."""
+
+    name = "probe"
+    order = jr.HIGHEST_PRECEDENCE
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.in_flight = 0
+        self.finished = 0
+        self.cancelled = anyio.Event()
+
+    async def advise_call(
+        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
+    ) -> jr.ChatClientResponse:
+        self.started += 1
+        self.in_flight += 1
+        try:
+            response = await chain.next_call(request)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled.set()
+            raise
+        finally:
+            self.in_flight -= 1
+        self.finished += 1
+        return response

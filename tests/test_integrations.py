@@ -28,7 +28,7 @@ from jevrefine.jev.criteria import noul
 from jevrefine.jev.judge import Judge
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
-from support import Telemetry
+from support import CallProbe, Telemetry
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -55,30 +55,6 @@ def load_example(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-class Probe(jr.BaseAdvisor):
-    """Records what happens to each call: started, finished or cancelled."""
-
-    name = "probe"
-    order = jr.HIGHEST_PRECEDENCE
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.finished = 0
-        self.cancelled = anyio.Event()
-
-    async def advise_call(
-        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
-    ) -> jr.ChatClientResponse:
-        self.started += 1
-        try:
-            response = await chain.next_call(request)
-        except anyio.get_cancelled_exc_class():
-            self.cancelled.set()
-            raise
-        self.finished += 1
-        return response
-
-
 class Backend:
     """The fake servers, and an `open_client` for the apps that records its lifecycle."""
 
@@ -86,7 +62,7 @@ class Backend:
         self.model = model
         self.jev = jev
         self.telemetry = telemetry
-        self.probe = Probe()
+        self.probe = CallProbe()
         self.opened = 0
         self.closed = 0
 

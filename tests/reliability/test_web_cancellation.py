@@ -31,6 +31,7 @@ from jevrefine.jev import Judge, JudgeClient, Noul, RetryPolicy
 from jevrefine.jev.criteria import noul
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
+from support import CallProbe
 from test_integrations import load_example, serve_aiohttp, serve_fastapi
 
 HOLD = 30.0
@@ -44,34 +45,6 @@ APPS = [
 PHASES = ["model", "judge", "backoff"]
 
 
-class InFlight(jr.BaseAdvisor):
-    """The outermost advisor: counts refinements in flight, started, finished and cancelled."""
-
-    name = "in_flight"
-    order = jr.HIGHEST_PRECEDENCE
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.started = 0
-        self.finished = 0
-        self.was_cancelled = anyio.Event()
-
-    async def advise_call(
-        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
-    ) -> jr.ChatClientResponse:
-        self.started += 1
-        self.count += 1
-        try:
-            response = await chain.next_call(request)
-        except anyio.get_cancelled_exc_class():
-            self.was_cancelled.set()
-            raise
-        finally:
-            self.count -= 1
-        self.finished += 1
-        return response
-
-
 class Backend:
     """The fakes, the probes of each phase, and the `open_client` the apps are built with."""
 
@@ -80,7 +53,7 @@ class Backend:
         self.jev_server = jev_server
         self.reached = {phase: threading.Event() for phase in PHASES}
         self.held: str | None = None
-        self.in_flight = InFlight()
+        self.probe = CallProbe()
         self.model: OpenAIChatModel | None = None
         self.jev: JudgeClient | None = None
 
@@ -117,7 +90,7 @@ class Backend:
             self.model, self.jev = model, jev
             judge = Judge(jev, [noul("is_good", Noul("Is it good?"), 0.5)])
             yield jr.ChatClient(
-                model, advisors=[self.in_flight, SelfRefineAdvisor(judge, max_repeat_attempts=1)]
+                model, advisors=[self.probe, SelfRefineAdvisor(judge, max_repeat_attempts=1)]
             )
 
 
@@ -177,15 +150,15 @@ async def test_a_hang_up_cancels_the_refinement_and_leaves_nothing_running(
         backend.hold(phase)
         with anyio.fail_after(10):  # a refinement that is not cancelled fails here, not at 30 s
             await post_then_hang_up(url, "hang up on me", backend.reached[phase])
-            await backend.in_flight.was_cancelled.wait()
+            await backend.probe.cancelled.wait()
 
         # It was under way where the test held it...
         assert len(backend.model_server.chat_requests) == models_before + 1
         judged = {"model": 0, "judge": 1, "backoff": 1}[phase]  # backoff: no retry was sent
         assert len(backend.jev_server.requests) == judges_before + judged
         # ...and it was cancelled there: started, never finished.
-        assert (backend.in_flight.started, backend.in_flight.finished) == (2, 1)
-        assert backend.in_flight.count == 0
+        assert (backend.probe.started, backend.probe.finished) == (2, 1)
+        assert backend.probe.in_flight == 0
         with anyio.fail_after(5):  # the server's request task ends once its handler returns
             while new_tasks(before) or model_pool_busy(backend.model):  # noqa: ASYNC110
                 await anyio.sleep(0.01)
@@ -195,7 +168,7 @@ async def test_a_hang_up_cancels_the_refinement_and_leaves_nothing_running(
         nxt = await http.post("/refine", json={"prompt": "next"})
         assert nxt.status_code == 200, nxt.text
         assert nxt.json()["answer"] == "a good answer"
-        assert backend.in_flight.count == 0
+        assert backend.probe.in_flight == 0
 
 
 @pytest.mark.parametrize(
@@ -219,4 +192,4 @@ async def test_watching_for_a_hang_up_keeps_a_failure_a_502(
     assert failed.status_code == 502, failed.text
     assert "ModelHTTPError" in failed.text
     assert nxt.status_code == 200, nxt.text
-    assert backend.in_flight.count == 0
+    assert backend.probe.in_flight == 0
