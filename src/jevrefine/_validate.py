@@ -1,0 +1,243 @@
+"""Shared validators for public parameters: one place that turns bad input into a `UserError`.
+
+Every public constructor and function checks its arguments through these, so a wrong value
+always gets the same kind of message: the parameter, the value it got, and what to pass instead
+(`JudgeClient(timeout='5')` → "timeout='5' is not a number: pass a number of seconds, e.g.
+timeout=5.0"). Numbers given as strings are refused rather than converted: `'5'` is almost always
+a value read from the environment or a config file without conversion, and guessing hides that.
+`bool` is refused where a number is wanted (`True` is an `int` to Python, never a count here).
+
+The validators return the value in its canonical type (`float` for numbers, `int` for integers),
+so a caller stores what they return.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Final, Literal, TypeVar, overload
+
+from .exceptions import UserError
+
+__all__ = ["boolean", "choice", "integer", "number", "secret", "shown", "text"]
+
+_MAX_SHOWN: Final = 60
+"""A value is shown in a message cut to this many characters: enough to recognise it."""
+
+
+def shown(value: object) -> str:
+    """`repr(value)`, cut to a readable length for an error message."""
+    text_ = repr(value)
+    return text_ if len(text_) <= _MAX_SHOWN else text_[: _MAX_SHOWN - 3] + "..."
+
+
+def _fail(
+    name: str, value: object, problem: str, instead: str, error: type[UserError]
+) -> UserError:
+    return error(f"{name}={shown(value)} {problem}: {instead}")
+
+
+@overload
+def number(
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = ...,
+    maximum: float | None = ...,
+    above: float | None = ...,
+    optional: Literal[False] = ...,
+    unit: str = ...,
+    example: float = ...,
+    error: type[UserError] = ...,
+) -> float: ...
+@overload
+def number(
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = ...,
+    maximum: float | None = ...,
+    above: float | None = ...,
+    optional: Literal[True],
+    unit: str = ...,
+    example: float = ...,
+    error: type[UserError] = ...,
+) -> float | None: ...
+def number(
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    optional: bool = False,
+    unit: str = "",
+    example: float = 1.0,
+    error: type[UserError] = UserError,
+) -> float | None:
+    """`value` as a finite `float` within the bounds, else a `UserError` naming `name`.
+
+    Args:
+        name: The parameter's name, as the caller wrote it.
+        value: What was passed.
+        minimum: The smallest allowed value (inclusive).
+        maximum: The largest allowed value (inclusive).
+        above: A bound the value must be strictly greater than (e.g. 0 for a timeout).
+        optional: Whether `None` is allowed (it is then returned as is).
+        unit: What the number counts, for the message ("seconds").
+        example: A valid value shown in the message.
+        error: The `UserError` subclass to raise.
+    """
+    if value is None and optional:
+        return None
+    what = f"a number of {unit}" if unit else "a number"
+    hint = f"pass {what}, e.g. {name}={example!r}" + (", or None" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(name, value, "is not a number", hint, error)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise _fail(name, value, "is too large", hint, error) from None
+    if not math.isfinite(result):
+        raise _fail(name, value, "is not a finite number", hint, error)
+    if above is not None and not result > above:
+        raise _fail(name, value, f"must be greater than {above:g}", hint, error)
+    if minimum is not None and result < minimum:
+        raise _fail(name, value, f"must be at least {minimum:g}", hint, error)
+    if maximum is not None and result > maximum:
+        raise _fail(name, value, f"must be at most {maximum:g}", hint, error)
+    return result
+
+
+@overload
+def integer(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = ...,
+    maximum: int | None = ...,
+    optional: Literal[False] = ...,
+    example: int = ...,
+    error: type[UserError] = ...,
+) -> int: ...
+@overload
+def integer(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = ...,
+    maximum: int | None = ...,
+    optional: Literal[True],
+    example: int = ...,
+    error: type[UserError] = ...,
+) -> int | None: ...
+def integer(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    optional: bool = False,
+    example: int = 1,
+    error: type[UserError] = UserError,
+) -> int | None:
+    """`value` as an `int` within the bounds (inclusive), else a `UserError` naming `name`."""
+    if value is None and optional:
+        return None
+    bounds = _bounds_text(minimum, maximum)
+    hint = f"pass a whole number{bounds}, e.g. {name}={example}" + (", or None" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(name, value, "is not a whole number", hint, error)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise _fail(name, value, "is out of range", hint, error)
+    return int(value)
+
+
+def _bounds_text(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f" from {minimum} to {maximum}"
+    if minimum is not None:
+        return f" of at least {minimum}"
+    if maximum is not None:
+        return f" of at most {maximum}"
+    return ""
+
+
+@overload
+def text(
+    name: str,
+    value: object,
+    *,
+    optional: Literal[False] = ...,
+    nonblank: bool = ...,
+    example: str = ...,
+    error: type[UserError] = ...,
+) -> str: ...
+@overload
+def text(
+    name: str,
+    value: object,
+    *,
+    optional: Literal[True],
+    nonblank: bool = ...,
+    example: str = ...,
+    error: type[UserError] = ...,
+) -> str | None: ...
+def text(
+    name: str,
+    value: object,
+    *,
+    optional: bool = False,
+    nonblank: bool = False,
+    example: str = "...",
+    error: type[UserError] = UserError,
+) -> str | None:
+    """`value` if it is a `str` (non-blank when `nonblank`), else a `UserError` naming `name`."""
+    if value is None and optional:
+        return None
+    hint = f"pass a string, e.g. {name}={example!r}" + (", or None" if optional else "")
+    if not isinstance(value, str):
+        raise _fail(name, value, "is not a string", hint, error)
+    if nonblank and not value.strip():
+        raise _fail(name, value, "is blank", hint, error)
+    return value
+
+
+def secret(name: str, value: object, *, error: type[UserError] = UserError) -> str | None:
+    """`value` if it is a `str` or `None`; the message never shows the value (it may be a key)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise error(f"{name} must be a string, got {type(value).__name__}: pass the key as a str")
+
+
+_T = TypeVar("_T")
+
+
+def choice(
+    name: str,
+    value: _T,
+    options: Collection[_T],
+    *,
+    optional: bool = False,
+    error: type[UserError] = UserError,
+) -> _T:
+    """`value` if it is one of `options` (or `None` when `optional`), else a `UserError`."""
+    if value is None and optional:
+        return value
+    try:
+        known = value in options
+    except TypeError:  # an unhashable value tested against a set
+        known = False
+    if not known:
+        listed = ", ".join(repr(o) for o in options)
+        raise _fail(
+            name, value, "is not one of the accepted values", f"pass one of {listed}", error
+        )
+    return value
+
+
+def boolean(name: str, value: object, *, error: type[UserError] = UserError) -> bool:
+    """`value` if it is a `bool`, else a `UserError` (a truthy string is not `True`)."""
+    if not isinstance(value, bool):
+        raise _fail(name, value, "is not a bool", f"pass {name}=True or {name}=False", error)
+    return value

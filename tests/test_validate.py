@@ -1,0 +1,84 @@
+"""The shared parameter validators: every refusal names the parameter, the value and a fix."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from jevrefine import UserError
+from jevrefine._validate import boolean, choice, integer, number, secret, text
+from jevrefine.jev.errors import JudgeUsageError
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("5", "is not a number"),
+        (True, "is not a number"),
+        (None, "is not a number"),
+        (math.nan, "is not a finite number"),
+        (math.inf, "is not a finite number"),
+        (10**400, "is too large"),
+        (-5, "must be greater than 0"),
+        (0, "must be greater than 0"),
+    ],
+)
+def test_number_refuses_with_name_value_and_fix(value: object, problem: str) -> None:
+    with pytest.raises(UserError) as caught:
+        number("timeout", value, above=0, unit="seconds", example=5.0)
+    message = str(caught.value)
+    assert message.startswith("timeout=")
+    assert problem in message
+    assert "pass a number of seconds, e.g. timeout=5.0" in message
+
+
+def test_number_returns_a_float_and_allows_none_when_optional() -> None:
+    assert number("t", 3) == 3.0
+    assert isinstance(number("t", 3), float)
+    assert number("t", None, optional=True) is None
+    assert number("p", 1.0, minimum=0, maximum=1) == 1.0
+    with pytest.raises(UserError, match="must be at most 1"):
+        number("p", 1.5, minimum=0, maximum=1)
+    with pytest.raises(UserError, match="must be at least 0"):
+        number("p", -0.1, minimum=0, maximum=1)
+
+
+def test_integer_refuses_floats_strings_and_bools() -> None:
+    for bad in ("256", 2.0, True, None):
+        with pytest.raises(UserError, match=r"max_tokens=.* is not a whole number: pass a whole"):
+            integer("max_tokens", bad, minimum=1, example=256)
+    with pytest.raises(UserError, match="out of range: pass a whole number from 1 to 100"):
+        integer("max_repeat_attempts", 101, minimum=1, maximum=100)
+    assert integer("n", 5, minimum=1) == 5
+    assert integer("n", None, optional=True) is None
+
+
+def test_text_and_choice_and_boolean() -> None:
+    assert text("model", "gpt") == "gpt"
+    with pytest.raises(UserError, match="model=5 is not a string"):
+        text("model", 5)
+    with pytest.raises(UserError, match="is blank"):
+        text("model", "  ", nonblank=True)
+    assert choice("tool_choice", "auto", ("auto", "none", "required")) == "auto"
+    with pytest.raises(UserError, match=r"tool_choice='always'.*pass one of 'auto', 'none'"):
+        choice("tool_choice", "always", ("auto", "none", "required"))
+    with pytest.raises(UserError, match="pass one of"):
+        choice("mode", ["unhashable"], frozenset({"a"}))
+    with pytest.raises(UserError, match="is not a bool"):
+        boolean("strict", "yes")
+
+
+def test_secret_never_shows_the_value() -> None:
+    assert secret("api_key", "sk-123") == "sk-123"
+    assert secret("api_key", None) is None
+    with pytest.raises(JudgeUsageError) as caught:
+        secret("api_key", 1234567890123, error=JudgeUsageError)
+    assert "1234567890123" not in str(caught.value)
+    assert "api_key must be a string, got int" in str(caught.value)
+
+
+def test_long_values_are_cut_in_messages() -> None:
+    with pytest.raises(UserError) as caught:
+        number("timeout", "x" * 10_000)
+    assert len(str(caught.value)) < 200
