@@ -6,6 +6,7 @@ prompt, feedback appended to the original last user message) stays small and tes
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ..messages import (
@@ -40,50 +41,53 @@ def user_question(prompt: Prompt) -> str:
     return "\n".join(lines)
 
 
-class _OpenCall:
-    __slots__ = ("entry", "id", "name", "open")
-
-    def __init__(self, call_id: str, name: str, entry: dict[str, Any]) -> None:
-        self.id = call_id
-        self.name = name
-        self.entry = entry
-        self.open = True
-
-
 def tool_calls_from_prompt(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Every tool call in `messages` with its result, `{name, arguments, result}`, in call order.
 
-    A tool-response message carries no text of its own, so its results are unpacked here. Each
-    result goes to the earliest open call with the same id, or, when the provider left the ids
-    blank, with the same tool name: parallel calls and ids reused across turns stay apart. A call
-    never answered keeps `result: None`; a result that matches no call is kept on its own.
+    A tool-response message carries no text of its own, so its results are unpacked here. A
+    result with an id goes to the earliest open call with that id (ids reused across turns stay
+    apart); a result with a blank id goes to the earliest open call of the same tool name that
+    has a blank id too (providers such as Google GenAI leave every id blank), never to a call
+    with an id of its own. A call never answered keeps `result: None`; a result that matches no
+    call is kept as an entry of its own (`arguments: None`), after the calls that precede it.
+
+    Linear in the calls and results: each open call waits in one queue, keyed by its id (or, when
+    that is blank, by its name), so a result finds its call without scanning the history.
     """
     entries: list[dict[str, Any]] = []
-    calls: list[_OpenCall] = []
+    with_id: dict[str, deque[dict[str, Any]]] = {}
+    blank_id: dict[str, deque[dict[str, Any]]] = {}
     for message in messages:
         if isinstance(message, AssistantMessage):
             for call in message.tool_calls:
                 entry = {"name": call.name, "arguments": call.parsed_arguments(), "result": None}
                 entries.append(entry)
-                calls.append(_OpenCall(call.id, call.name, entry))
+                _queue(with_id, blank_id, call.id, call.name).append(entry)
         elif isinstance(message, ToolResponseMessage):
             for response in message.responses:
-                target = _match(calls, response.id, response.name)
-                if target is None:
+                waiting = _queue(with_id, blank_id, response.id, response.name)
+                if waiting:
+                    waiting.popleft()["result"] = response.data
+                else:
                     entries.append(
                         {"name": response.name, "arguments": None, "result": response.data}
                     )
-                else:
-                    target.open = False
-                    target.entry["result"] = response.data
     return entries
 
 
-def _match(calls: Iterable[_OpenCall], call_id: str, name: str) -> _OpenCall | None:
-    if call_id:
-        # An id is authoritative; it is only ambiguous across turns, where the earliest open wins.
-        return next((c for c in calls if c.open and c.id == call_id), None)
-    return next((c for c in calls if c.open and c.name == name), None)
+def _queue(
+    with_id: dict[str, deque[dict[str, Any]]],
+    blank_id: dict[str, deque[dict[str, Any]]],
+    call_id: str,
+    name: str,
+) -> deque[dict[str, Any]]:
+    # An id is authoritative (only ambiguous across turns, where the earliest open call wins);
+    # a blank id pairs by name, among blank-id calls only.
+    queues, key = (with_id, call_id) if call_id else (blank_id, name)
+    queue = queues.get(key)
+    if queue is None:
+        queue = queues[key] = deque()
+    return queue
 
 
 def tool_calls_from_records(records: Iterable[ToolCallRecord]) -> list[dict[str, Any]]:

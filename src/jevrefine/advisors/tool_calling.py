@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from .. import context_keys
+from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse
-from ..exceptions import UserError
 from ..messages import (
     AssistantMessage,
     ChatResponse,
@@ -37,10 +36,14 @@ if TYPE_CHECKING:
 
     from .chain import CallAdvisorChain
 
-__all__ = ["TOOL_CALLING_ORDER", "ToolCallingAdvisor"]
+__all__ = ["DEFAULT_MAX_TOOL_CALLS", "TOOL_CALLING_ORDER", "ToolCallingAdvisor"]
 
 TOOL_CALLING_ORDER: Final = HIGHEST_PRECEDENCE + 300
 """Where the tool loop sits: inside chat memory (+200) and self-refine's `BEFORE_TOOLS_ORDER`."""
+
+DEFAULT_MAX_TOOL_CALLS: Final = 128
+"""The most tool calls one model turn may ask for by default: well above what a task needs
+(providers cap parallel calls in the tens), well below what stalls a process."""
 
 
 class ToolCallingAdvisor:
@@ -50,6 +53,10 @@ class ToolCallingAdvisor:
         max_rounds: the most tool rounds one call may take; when the model still asks for tools
             after that, `ToolRoundsExceededError` is raised with the conversation so far.
         max_parallel_tools: the most tool calls of one turn that run at once.
+        max_tool_calls: the most tool calls one model turn may ask for (default 128). The calls
+            beyond it are not run: each is answered with a `TooManyToolCallsError` result, so
+            the model reads why and none is dropped. A bound on what one answer can make the
+            process do (a hostile or looping model can ask for thousands of calls at once).
         tool_timeout: seconds each tool call may run (`None`: no limit; a tool's own
             `@tool(timeout=...)` applies as well). A call that times out becomes an error result.
         order: the position in the chain.
@@ -68,24 +75,25 @@ class ToolCallingAdvisor:
         *,
         max_rounds: int = 10,
         max_parallel_tools: int = 16,
+        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
         tool_timeout: float | None = 60.0,
         order: int = TOOL_CALLING_ORDER,
     ) -> None:
-        if not isinstance(max_rounds, int) or max_rounds < 1:
-            raise UserError(f"max_rounds must be an int of at least 1, got {max_rounds!r}")
-        if not isinstance(max_parallel_tools, int) or max_parallel_tools < 1:
-            raise UserError(
-                f"max_parallel_tools must be an int of at least 1, got {max_parallel_tools!r}"
-            )
-        if tool_timeout is not None and tool_timeout <= 0:
-            raise UserError(f"tool_timeout must be positive seconds or None, got {tool_timeout!r}")
-        self.max_rounds = max_rounds
+        self.max_rounds = _validate.integer("max_rounds", max_rounds, minimum=1, example=10)
         """The most tool rounds per call."""
-        self.max_parallel_tools = max_parallel_tools
+        self.max_parallel_tools = _validate.integer(
+            "max_parallel_tools", max_parallel_tools, minimum=1, example=16
+        )
         """The most concurrent tool calls per turn."""
-        self.tool_timeout = tool_timeout
+        self.max_tool_calls = _validate.integer(
+            "max_tool_calls", max_tool_calls, minimum=1, example=DEFAULT_MAX_TOOL_CALLS
+        )
+        """The most tool calls one turn may ask for; the rest get an error result."""
+        self.tool_timeout = _validate.number(
+            "tool_timeout", tool_timeout, above=0, optional=True, unit="seconds", example=60.0
+        )
         """Seconds each tool call may run."""
-        self.order = order
+        self.order = _validate.integer("order", order, example=TOOL_CALLING_ORDER)
         """Position in the chain."""
 
     async def advise_call(
@@ -151,12 +159,14 @@ class ToolCallingAdvisor:
             call_timeout=self.tool_timeout,
             telemetry=chain.telemetry,
             parent=chain.trace_parent,
+            max_calls=self.max_tool_calls,
         )
 
     def __repr__(self) -> str:
         return (
             f"ToolCallingAdvisor(max_rounds={self.max_rounds}, "
-            f"max_parallel_tools={self.max_parallel_tools}, order={self.order})"
+            f"max_parallel_tools={self.max_parallel_tools}, "
+            f"max_tool_calls={self.max_tool_calls}, order={self.order})"
         )
 
 

@@ -25,6 +25,7 @@ from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolError as ToolError
 from ._errors import ToolRoundsExceededError as ToolRoundsExceededError
 from ._errors import ToolTimeoutError as ToolTimeoutError
+from ._errors import TooManyToolCallsError as TooManyToolCallsError
 from ._errors import UnknownToolError as UnknownToolError
 from ._executor import ToolOutcome as ToolOutcome
 from ._executor import execute_tool_calls as execute_tool_calls
@@ -35,6 +36,7 @@ from ._recording import record_tool_calls as record_tool_calls
 __all__ = [
     "FunctionTool",
     "RecordingToolCallback",
+    "TooManyToolCallsError",
     "ToolArgumentsError",
     "ToolCallRecord",
     "ToolCallback",

@@ -5,6 +5,7 @@ JevrefineError
 └── ToolError                    a tool call could not produce a result
     ├── ToolArgumentsError       the model's arguments are not valid JSON or do not fit the schema
     ├── ToolTimeoutError         the tool did not finish in time
+    ├── TooManyToolCallsError    the turn asked for more calls than one turn may run
     └── UnknownToolError         the model asked for a tool the request does not carry
 ToolRoundsExceededError          the model still asked for tools after `max_rounds` rounds
 ```
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ..messages import ChatResponse, Message
 
 __all__ = [
+    "TooManyToolCallsError",
     "ToolArgumentsError",
     "ToolError",
     "ToolRoundsExceededError",
@@ -56,6 +58,26 @@ class ToolTimeoutError(ToolError):
         super().__init__(f"tool {tool_name!r} timed out after {timeout:g} s", tool_name=tool_name)
         self.timeout = timeout
         """The timeout that ran out, in seconds."""
+
+
+class TooManyToolCallsError(ToolError):
+    """One model turn asked for more tool calls than a turn may run; this call was not run.
+
+    The calls beyond the limit are answered with this error (in call order, after the ones that
+    ran), so the model reads why and can ask again for fewer: none is dropped unanswered.
+    """
+
+    def __init__(self, tool_name: str, asked: int, limit: int) -> None:
+        super().__init__(
+            f"this call to {tool_name!r} was not run: the turn asked for {asked} tool calls and "
+            f"at most {limit} run per turn; ask for fewer calls at a time (the limit is "
+            "ToolCallingAdvisor(max_tool_calls=...))",
+            tool_name=tool_name,
+        )
+        self.asked = asked
+        """How many calls the turn asked for."""
+        self.limit = limit
+        """The most calls one turn may run."""
 
 
 class UnknownToolError(ToolError):

@@ -1,7 +1,8 @@
 """Running the tool calls of one model turn: concurrently, bounded, each under its own timeout.
 
 Every call becomes a `ToolOutcome`. A tool that raises, times out, gets invalid arguments or does
-not exist yields an error result for that call only; its siblings keep running. Outcomes come
+not exist yields an error result for that call only; its siblings keep running. Calls beyond
+`max_calls` are not run: each is answered with a `TooManyToolCallsError` result. Outcomes come
 back in call order whatever order the calls finish in. Cancelling the caller cancels every
 running async tool before `execute_tool_calls` returns; no task outlives it.
 """
@@ -21,7 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from ..messages import ToolCall, ToolResponse
 from ..telemetry import ERROR_TYPE, GEN_AI_OPERATION_NAME, Telemetry, error_type_of
 from ._callback import ToolCallback
-from ._errors import ToolError, ToolTimeoutError, UnknownToolError
+from ._errors import ToolError, ToolTimeoutError, TooManyToolCallsError, UnknownToolError
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -70,6 +71,7 @@ async def execute_tool_calls(
     call_timeout: float | None,
     telemetry: Telemetry,
     parent: Context | None = None,
+    max_calls: int | None = None,
 ) -> list[ToolOutcome]:
     """Run `calls` against `tools` concurrently and return their outcomes in call order.
 
@@ -80,8 +82,14 @@ async def execute_tool_calls(
         call_timeout: seconds each call may take once it has started (`None`: no limit).
         telemetry: where the `execute_tool` spans and duration metric go.
         parent: the spans' parent context (the current context when `None`).
+        max_calls: run at most this many calls (the first ones); each call beyond it gets a
+            `TooManyToolCallsError` result without running (`None`: no limit).
     """
     by_name: Mapping[str, ToolCallback] = {t.name: t for t in tools}
+    excess: list[ToolOutcome] = []
+    if max_calls is not None and len(calls) > max_calls:
+        excess = _refused(calls[max_calls:], len(calls), max_calls, by_name)
+        calls = calls[:max_calls]
     outcomes: list[ToolOutcome | None] = [None] * len(calls)
     limiter = anyio.CapacityLimiter(max_parallel)
 
@@ -93,7 +101,27 @@ async def execute_tool_calls(
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
             group.start_soon(run, index, call)
-    return [o for o in outcomes if o is not None]
+    return [o for o in outcomes if o is not None] + excess
+
+
+def _refused(
+    calls: Sequence[ToolCall], asked: int, limit: int, by_name: Mapping[str, ToolCallback]
+) -> list[ToolOutcome]:
+    # Answered rather than dropped: a provider rejects a turn whose calls lack results, and the
+    # model learns from the error text to ask for fewer.
+    logger.warning(
+        "a model turn asked for %d tool calls; the %d beyond %d were not run",
+        asked,
+        asked - limit,
+        limit,
+    )
+    refused = []
+    for call in calls:
+        error = TooManyToolCallsError(call.name, asked, limit)
+        refused.append(
+            ToolOutcome(call, by_name.get(call.name), _error_text(call.name, error), error)
+        )
+    return refused
 
 
 async def _run_one(
