@@ -72,7 +72,7 @@ async def test_store_window_never_starts_with_an_answer(memory: ChatMemory) -> N
 
 
 async def test_store_rejects_bad_conversation_ids(memory: ChatMemory) -> None:
-    with pytest.raises(jr.UserError, match="conversation id"):
+    with pytest.raises(jr.UserError, match="is empty: pass a non-empty id"):
         await memory.get("")
 
 

@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
+from .._sqlite_worker import DatabaseFileError as DatabaseFileError
 from ._base import ChatMemory as ChatMemory
 from ._in_memory import InMemoryChatMemory as InMemoryChatMemory
 from ._sqlite import SqliteChatMemory as SqliteChatMemory
 
-__all__ = ["ChatMemory", "InMemoryChatMemory", "SqliteChatMemory"]
+__all__ = ["ChatMemory", "DatabaseFileError", "InMemoryChatMemory", "SqliteChatMemory"]

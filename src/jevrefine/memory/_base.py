@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from .. import _validate
 from ..exceptions import UserError
 from ..messages import Message
 
@@ -34,21 +35,18 @@ class ChatMemory(Protocol):
 
 def check_conversation_id(conversation_id: object) -> str:
     """Check that a conversation id is a non-empty string and return it."""
-    if not isinstance(conversation_id, str) or not conversation_id:
+    text = _validate.text("conversation_id", conversation_id, example="user-42")
+    if not text:
         raise UserError(
-            f"a conversation id must be a non-empty str, got {conversation_id!r}; "
-            "pass .advisors(conversation_id='...')"
+            "conversation_id='' is empty: pass a non-empty id, e.g. "
+            ".advisors(conversation_id='user-42')"
         )
-    return conversation_id
+    return text
 
 
 def check_max_messages(max_messages: int | None) -> int | None:
     """Check a window size: a positive int, or `None` for no limit."""
-    if max_messages is not None and (
-        not isinstance(max_messages, int) or isinstance(max_messages, bool) or max_messages < 1
-    ):
-        raise UserError(f"max_messages must be a positive int or None, got {max_messages!r}")
-    return max_messages
+    return _validate.integer("max_messages", max_messages, minimum=1, optional=True, example=100)
 
 
 def window(messages: Sequence[Message], max_messages: int | None) -> list[Message]:

@@ -14,6 +14,7 @@ advisor = RetrievalAdvisor(retriever, post_processors=[JevDocumentFilter(JudgeCl
 
 from __future__ import annotations
 
+from .._sqlite_worker import DatabaseFileError as DatabaseFileError
 from ._document import Document as Document
 from ._document import DocumentPostProcessor as DocumentPostProcessor
 from ._document import Retriever as Retriever
@@ -38,6 +39,7 @@ __all__ = [
     "JEV_SCORES_KEY",
     "RERANK_QUESTION_ID",
     "SCORE_KEY",
+    "DatabaseFileError",
     "Document",
     "DocumentClass",
     "DocumentClassification",

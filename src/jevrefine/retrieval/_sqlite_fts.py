@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from .. import _validate
 from .._sqlite_worker import SqliteWorker, database_file
 from ..exceptions import UserError
-from ._document import Document, check_top_k
+from ._document import Document
 
 __all__ = ["SqliteFtsRetriever", "fts_query"]
+
+logger = logging.getLogger("jevrefine.retrieval")
 
 _WORD: Final = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_WORDS: Final = 64
@@ -77,6 +81,13 @@ class SqliteFtsRetriever:
 
     Every operation runs in a worker thread on its own connection, so the event loop never
     blocks and concurrent tasks never share a connection; `add` and `delete` are one transaction.
+
+    A path that is a directory, or in a directory that does not exist, is a `DatabaseFileError`
+    (a `UserError` naming the path) here; a file that cannot be opened or is not a database is
+    one at first use. `add` stores only metadata that JSON can hold (values it cannot are stored
+    as their `str()`), else raises a `UserError` naming the document. A stored row whose
+    metadata is not a JSON object (written by hand, or by another program) is returned with
+    empty metadata and a warning on the `jevrefine.retrieval` logger: it never fails a read.
     """
 
     def __init__(
@@ -88,23 +99,29 @@ class SqliteFtsRetriever:
             "empty on every call); use a temporary file for throwaway stores",
         )
         """The database file."""
-        check_top_k(top_k, optional=False)
-        self.top_k = top_k
+        self.top_k = _validate.integer("top_k", top_k, minimum=1, example=4)
         """How many documents `retrieve` returns by default."""
+        timeout = _validate.number("timeout", timeout, minimum=0, unit="seconds", example=30.0)
         self._db = SqliteWorker(self.path, _SCHEMA, timeout=timeout)
 
     async def add(self, documents: Iterable[Document]) -> None:
         """Store `documents`; one with an id already stored replaces it."""
-        rows = []
-        for document in documents:
-            if not isinstance(document, Document):
-                raise UserError(f"add() takes Documents, got {type(document).__name__}")
-            rows.append((document.id, document.text, json.dumps(document.metadata, default=str)))
+        if isinstance(documents, str | bytes | Document):
+            raise UserError(
+                f"add() takes an iterable of Documents, got a {type(documents).__name__}: "
+                "pass a list, e.g. add([Document('doc-1', 'text')])"
+            )
+        rows = [(d.id, d.text, _metadata_json(d)) for d in _documents(documents)]
         if rows:
             await self._db.run(functools.partial(_insert, rows))
 
     async def delete(self, ids: Iterable[str]) -> None:
         """Remove the documents with these ids (unknown ids are ignored)."""
+        if isinstance(ids, str | bytes):
+            raise UserError(
+                f"delete() takes an iterable of ids, got the {type(ids).__name__} "
+                f"{_validate.shown(ids)}: pass a list, e.g. delete(['doc-1'])"
+            )
         keys = [str(i) for i in ids]
         if keys:
             await self._db.run(functools.partial(_delete, keys))
@@ -118,9 +135,8 @@ class SqliteFtsRetriever:
 
         A query without a word (blank, punctuation only) matches nothing.
         """
-        limit = self.top_k if top_k is None else top_k
-        check_top_k(limit, optional=False)
-        match = fts_query(query)
+        limit = self.top_k if top_k is None else _validate.integer("top_k", top_k, minimum=1)
+        match = fts_query(_validate.text("query", query, example="How tall is the tower?"))
         if match is None:
             return []
         return await self._db.run(functools.partial(_search, match, limit))
@@ -170,7 +186,52 @@ def _search(match: str, limit: int, connection: sqlite3.Connection) -> list[Docu
     )
     documents = []
     for key, text, metadata, rank in cursor.fetchall():
-        values = json.loads(metadata)
-        values["bm25"] = rank
-        documents.append(Document(key, text, values))
+        document = _stored_document(key, text, metadata, rank)
+        if document is not None:
+            documents.append(document)
     return documents
+
+
+def _documents(documents: Iterable[Document]) -> list[Document]:
+    checked = []
+    for document in documents:
+        if not isinstance(document, Document):
+            raise UserError(
+                f"add() takes Documents, got {type(document).__name__} "
+                f"{_validate.shown(document)}: wrap it, e.g. Document('doc-1', 'text')"
+            )
+        checked.append(document)
+    return checked
+
+
+def _metadata_json(document: Document) -> str:
+    try:
+        # default=str: a date or a path is stored as its text rather than refused.
+        return json.dumps(document.metadata, default=str, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UserError(
+            f"Document {document.id!r}: its metadata cannot be stored as JSON ({exc}): pass "
+            "metadata of str keys and JSON values (str, number, bool, None, lists, dicts)"
+        ) from None
+
+
+def _stored_document(key: object, text: object, metadata: object, rank: float) -> Document | None:
+    """The document of one stored row; a bad row is logged, never raised to the reader."""
+    if not isinstance(key, str) or not key or not isinstance(text, str):
+        logger.warning("a stored document row (id %.80r) has no usable id or text, skipped", key)
+        return None
+    values = _stored_metadata(key, metadata)
+    values["bm25"] = rank
+    return Document(key, text, values)
+
+
+def _stored_metadata(key: str, metadata: object) -> dict[str, object]:
+    try:
+        values = json.loads(metadata) if isinstance(metadata, str | bytes) else None
+    except (ValueError, RecursionError):
+        values = None
+    if isinstance(values, dict):
+        return values
+    # Keep the passage (its text is fine) and drop only what cannot be read.
+    logger.warning("document %.80r has stored metadata that is not a JSON object; read as {}", key)
+    return {}
