@@ -508,6 +508,10 @@ def load_config(path: str | None, overrides: Mapping[str, Mapping[str, Any]]) ->
             raise ConfigError(f"cannot read config file {path}: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        except ValueError as exc:  # tomllib's int(): a number of more than 4,300 digits
+            raise ConfigError(f"config file {path} holds an unusable value: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"config file {path} is nested too deeply to read") from None
     for section, values in overrides.items():
         given = {k: v for k, v in values.items() if v is not None}
         if given:

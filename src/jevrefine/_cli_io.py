@@ -1,4 +1,11 @@
-"""JSONL in and out for the batch commands: line-numbered records, bad lines, resume ids."""
+r"""JSONL in and out for the batch commands: line-numbered records, bad lines, resume ids.
+
+Hostile input is a bad line, never the end of a run: a line that is not UTF-8, not JSON (a
+number of more than 4,300 digits included), nested too deeply, or whose text fields hold a lone
+surrogate is reported with its number and skipped. Output is always valid UTF-8: a row whose
+strings hold lone surrogates (an id, a model's answer) is written with them escaped
+(`\uXXXX`), which reads back as the same string, so resuming recognises that id.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,18 @@ from typing import IO, Any
 
 import anyio
 
-__all__ = ["BadLine", "Record", "count_lines", "done_ids", "read_records"]
+__all__ = [
+    "BadLine",
+    "Record",
+    "count_lines",
+    "done_ids",
+    "json_line",
+    "open_output",
+    "parse_line",
+    "read_records",
+]
+
+_BOM = "\ufeff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,26 +55,95 @@ class BadLine:
 
 
 def parse_line(
-    number: int, text: str, *, required: tuple[str, ...], id_field: str
+    number: int,
+    text: str | bytes,
+    *,
+    required: tuple[str, ...],
+    id_field: str,
+    optional: tuple[str, ...] = (),
 ) -> Record | BadLine:
-    """Parse one JSONL line into a record with the `required` string fields, or say why not."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return BadLine(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
-    except RecursionError:  # a hostile line must be a bad line, not the end of the run
-        return BadLine(number, "not valid JSON (nested too deeply)")
+    """Parse one JSONL line into a record with the `required` string fields, or say why not.
+
+    `text` is the line as read (bytes are decoded as strict UTF-8; a UTF-8 byte-order mark is
+    ignored). `optional` fields, when present, must be strings too. Never raises on any input.
+    """
+    decoded = _decoded(number, text)
+    if isinstance(decoded, BadLine):
+        return decoded
+    value = _json_value(number, decoded)
+    if isinstance(value, BadLine):
+        return value
     if isinstance(value, str) and len(required) == 1:
         value = {required[0]: value}
     if not isinstance(value, dict):
         return BadLine(number, f"expected a JSON object, got {type(value).__name__}")
-    for name in required:
-        if not isinstance(value.get(name), str) or not value[name].strip():
-            return BadLine(number, f"field {name!r} is missing or not a non-empty string")
+    problem = _field_problem(value, required, optional)
+    if problem is not None:
+        return BadLine(number, problem)
     raw_id = value.get(id_field, number)
     if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
         return BadLine(number, f"field {id_field!r} must be a string or an integer")
     return Record(number, str(raw_id), value)
+
+
+def _decoded(number: int, text: str | bytes) -> str | BadLine:
+    if isinstance(text, str):
+        return text.removeprefix(_BOM)
+    try:
+        return text.decode("utf-8").removeprefix(_BOM)
+    except UnicodeDecodeError as exc:
+        return BadLine(
+            number,
+            f"not valid UTF-8 (byte 0x{text[exc.start]:02x} at column {exc.start + 1}); "
+            "save the file as UTF-8",
+        )
+
+
+def _json_value(number: int, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        return BadLine(number, f"not valid JSON ({exc.msg} at column {exc.colno})")
+    except RecursionError:  # a hostile line must be a bad line, not the end of the run
+        return BadLine(number, "not valid JSON (nested too deeply)")
+    except ValueError as exc:  # Python's int conversion limit: a number of over 4,300 digits
+        reason = "a number of more than 4,300 digits" if "digits" in str(exc) else str(exc)[:80]
+        return BadLine(number, f"not usable JSON ({reason})")
+
+
+def _field_problem(
+    value: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...]
+) -> str | None:
+    for name in required:
+        field = value.get(name)
+        if not isinstance(field, str) or not field.strip():
+            return f"field {name!r} is missing or not a non-empty string"
+    for name in (*required, *optional):
+        field = value.get(name)
+        if name in value and field is not None and not isinstance(field, str):
+            return f"field {name!r} must be a string"
+        if isinstance(field, str) and _has_surrogate(field):
+            # No model API can be sent one: a JSON escape such as \ud800 with no pair.
+            return f"field {name!r} holds a lone surrogate (an unpaired \\ud800-\\udfff escape)"
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def json_line(row: dict[str, Any]) -> str:
+    """`row` as one JSON line (no newline), always encodable as UTF-8.
+
+    Text is written as is where it can be; a row holding a lone surrogate anywhere is written
+    with every non-ASCII character escaped, which reads back as the same strings.
+    """
+    line = json.dumps(row, ensure_ascii=False)
+    return json.dumps(row) if _has_surrogate(line) else line
 
 
 async def read_records(
@@ -67,25 +154,30 @@ async def read_records(
     skip_ids: set[str],
     on_bad: Callable[[BadLine], None],
     on_skip: Callable[[Record], None],
+    optional: tuple[str, ...] = (),
 ) -> AsyncGenerator[Record, None]:
     """Yield the usable records of a JSONL file (`None` or `-`: stdin), one line at a time.
 
     Blank lines are ignored; bad lines and duplicate ids go to `on_bad`; records whose id is in
-    `skip_ids` (already in the output) go to `on_skip`. The file is never read whole.
+    `skip_ids` (already in the output) go to `on_skip`. The file is never read whole. Lines are
+    read as bytes and decoded one by one, so one line that is not UTF-8 is one bad line.
     """
     seen: set[str] = set()
-    stream: anyio.AsyncFile[str]
+    stream: anyio.AsyncFile[Any]
     if source is None or source == "-":
-        stream = anyio.wrap_file(sys.stdin)
+        # The raw bytes of stdin when there are any (a replaced sys.stdin may be text only).
+        stream = anyio.wrap_file(getattr(sys.stdin, "buffer", sys.stdin))
     else:
-        stream = await anyio.open_file(source, encoding="utf-8")
+        stream = await anyio.open_file(source, "rb")
     number = 0
     try:
         async for text in stream:
             number += 1
             if not text.strip():
                 continue
-            parsed = parse_line(number, text, required=required, id_field=id_field)
+            parsed = parse_line(
+                number, text, required=required, id_field=id_field, optional=optional
+            )
             if isinstance(parsed, BadLine):
                 on_bad(parsed)
             elif parsed.id in seen:
@@ -105,16 +197,17 @@ async def read_records(
 def done_ids(path: str | None) -> set[str]:
     """The ids already written to the output file (for resuming); empty when there is none.
 
-    A last line cut short by an interruption is not counted, so that item runs again.
+    A last line cut short by an interruption is not counted, so that item runs again; neither is
+    a line that is not UTF-8 or not JSON (a hand edit): the output is read, never trusted.
     """
     if path is None or path == "-" or not Path(path).exists():
         return set()
     ids: set[str] = set()
-    with open(path, encoding="utf-8") as file:
+    with open(path, "rb") as file:
         for text in file:
             try:
-                value = json.loads(text)
-            except (json.JSONDecodeError, RecursionError):
+                value = json.loads(text.decode("utf-8"))
+            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
                 continue
             if isinstance(value, dict) and "id" in value:
                 ids.add(str(value["id"]))

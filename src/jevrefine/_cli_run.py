@@ -5,7 +5,11 @@ Exit codes (also in the docs' CLI page):
 - 0: every input line was processed (or already in the output) without an error;
 - 1: some items failed (their `error` is set in the output) or some input lines were bad
   (reported with their line number on stderr, and skipped);
-- 2: a usage or configuration error (bad flag, bad config file, unreadable input): nothing ran;
+- 2: a usage or configuration error (bad flag, bad config file, unreadable input, a missing API
+  key): nothing ran;
+- 3: the run stopped before every line was processed, by an error outside any one item (a
+  model server that could not start, an output that cannot be written, a bug in jevrefine);
+  every line written so far is complete, so the same command resumes;
 - 130: interrupted; every line written so far is complete, so the same command resumes.
 """
 
@@ -16,6 +20,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -24,10 +29,10 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 
 from ._cli_config import CliConfig, ConfigError, load_config, open_models
-from ._cli_io import BadLine, Record, count_lines, done_ids, open_output, read_records
+from ._cli_io import BadLine, Record, count_lines, done_ids, json_line, open_output, read_records
 from .batch import RefineSummary, refine_iter
 from .client import ChatClient
-from .exceptions import JevrefineError
+from .exceptions import JevrefineError, UserError
 from .jev.batch import BatchResult, iter_all
 from .messages import ChatOptions
 
@@ -43,6 +48,7 @@ __all__ = ["add_commands", "run_command"]
 EXIT_OK = 0
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
+EXIT_CRASHED = 3
 EXIT_INTERRUPTED = 130
 
 
@@ -131,6 +137,7 @@ def config_of(args: argparse.Namespace) -> CliConfig:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run `run`, `judge` or `check-config`; returns the exit status."""
+    batch: _Batch | None = None
     try:
         config = config_of(args)
         if args.command == "check-config":
@@ -151,18 +158,30 @@ def run_command(args: argparse.Namespace) -> int:
                 )
         batch = _Batch(args, config)
         return anyio.run(batch.run)
-    except ConfigError as exc:
+    except UserError as exc:  # ConfigError included: a setting, a flag, a missing key
         print(f"jevrefine {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_CRASHED if batch is not None and batch.started else EXIT_USAGE
     except OSError as exc:
         print(f"jevrefine {args.command}: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
-        return EXIT_USAGE
+        # Before the first item an unreadable file is a usage error; after it, a stopped run.
+        return EXIT_CRASHED if batch is not None and batch.started else EXIT_USAGE
     except JevrefineError as exc:
-        print(f"jevrefine {args.command} failed: {exc}", file=sys.stderr)
-        return EXIT_FAILURES
+        print(f"jevrefine {args.command} stopped: {exc}; {_RESUME}", file=sys.stderr)
+        return EXIT_CRASHED
     except KeyboardInterrupt:
         print(f"jevrefine {args.command}: interrupted; run it again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug: say so, keep the traceback for the report, exit apart
+        traceback.print_exc(file=sys.stderr)
+        print(
+            f"jevrefine {args.command} crashed ({type(exc).__name__}); this is a bug in "
+            f"jevrefine, please report it with the traceback above; {_RESUME}",
+            file=sys.stderr,
+        )
+        return EXIT_CRASHED
+
+
+_RESUME = "every line written so far is complete: run the same command again to resume"
 
 
 @dataclass
@@ -197,6 +216,8 @@ class _Batch:
         self.stats = _Stats()
         self.console = _console(enabled=not args.no_progress)
         self._bar: _Bar | None = None
+        self.started = False
+        """Whether the models are open and items may have run."""
 
     def bar(self, total: int | None) -> _Bar:
         """The progress bar, created on first use."""
@@ -219,10 +240,12 @@ class _Batch:
             skip_ids=skip,
             on_bad=self._bad,
             on_skip=self._skipped,
+            optional=("expected_output",) if self.judging else (),
         )
         out = open_output(args.output, append=not args.restart)
         try:
             async with open_models(config) as models:
+                self.started = True
                 with self.bar(total):
                     if self.judging:
                         assert models.judge is not None
@@ -318,7 +341,7 @@ class _Batch:
         self._write(out, row, ok=error is None, passed=row["passed"])
 
     def _write(self, out: IO[str], row: dict[str, Any], *, ok: bool, passed: bool | None) -> None:
-        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out.write(json_line(row) + "\n")  # valid UTF-8 whatever the strings hold
         out.flush()  # each line is complete on disk: an interrupted run resumes from here
         stats = self.stats
         stats.done += 1
