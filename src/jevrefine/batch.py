@@ -26,6 +26,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from . import _validate
 from ._request import ChatClientResponse
 from .client import ChatClient, PromptSpec
 from .context_keys import REFINE_REPORT
@@ -81,6 +82,7 @@ async def refine_iter(
             f"refine_iter needs a ChatClient, got {type(client).__name__}; "
             "pass ChatClient(model, advisors=[SelfRefineAdvisor(judge)])"
         )
+    _check_batch_arguments(inputs, concurrency, fail_fast, on_result)
 
     async def refine(item: RefineInput) -> ChatClientResponse:
         return await _spec_of(client, item).call()
@@ -123,6 +125,29 @@ async def refine_many(
     # Indexes are 0..n-1 without gaps, so sorting realigns them with the inputs.
     results.sort(key=lambda result: result.index)
     return results
+
+
+def _check_batch_arguments(
+    inputs: object, concurrency: object, fail_fast: object, on_result: object
+) -> None:
+    # A str is an iterable of characters: refine_many(client, "abc") would make 3 refinements.
+    if isinstance(inputs, str | bytes | PromptSpec):
+        raise UserError(
+            f"inputs={_validate.shown(inputs)} is one {type(inputs).__name__}, not a collection "
+            "of inputs: pass a list, e.g. refine_many(client, [text])"
+        )
+    if not isinstance(inputs, Iterable | AsyncIterable):
+        raise UserError(
+            f"inputs={_validate.shown(inputs)} is not iterable: pass a list, a generator or an "
+            "async iterable of prompt texts or PromptSpecs"
+        )
+    _validate.integer("concurrency", concurrency, minimum=1, example=DEFAULT_CONCURRENCY)
+    _validate.boolean("fail_fast", fail_fast)
+    if on_result is not None and not callable(on_result):
+        raise UserError(
+            f"on_result={_validate.shown(on_result)} is not callable: pass a function that "
+            "takes a BatchResult, or None"
+        )
 
 
 def _spec_of(client: ChatClient, item: object) -> PromptSpec:

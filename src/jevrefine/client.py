@@ -15,6 +15,7 @@ many times, concurrently. Defaults set on the client apply to every prompt; the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -23,6 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from . import _validate
 from ._request import ChatClientRequest, ChatClientResponse
 from .advisors.chain import (
     CallAdvisor,
@@ -47,7 +49,7 @@ from .structured import output_spec
 from .telemetry import ERROR_TYPE, CaptureMode, Telemetry, error_type_of
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 
     from opentelemetry._logs import LoggerProvider
     from opentelemetry.metrics import MeterProvider
@@ -118,17 +120,24 @@ class ChatClient:
                 f"ChatClient needs a ChatModel, got {type(model).__name__}; pass e.g. "
                 "OpenAIChatModel('gpt-4o-mini') or jevrefine.testing.FunctionModel(...)"
             )
-        if system is not None and not isinstance(system, str):
-            raise UserError(f"system must be a str, got {type(system).__name__}")
+        _validate.text("system", system, optional=True, example="Answer in one sentence.")
         if options is not None and not isinstance(options, ChatOptions):
             raise UserError(
-                f"options must be a ChatOptions, got {type(options).__name__}; "
-                "use ChatOptions(temperature=...)"
+                f"options={_validate.shown(options)} is not a ChatOptions: pass e.g. "
+                "options=ChatOptions(temperature=0.2)"
             )
+        trace_advisors = _validate.boolean("trace_advisors", trace_advisors)
+        if capture_content is not None and not isinstance(capture_content, bool | CaptureMode):
+            raise UserError(
+                f"capture_content={_validate.shown(capture_content)} is not a bool or a "
+                "CaptureMode: pass True, False, a CaptureMode, or None (the environment decides)"
+            )
+        if legacy_attributes is not None:
+            _validate.boolean("legacy_attributes", legacy_attributes)
         self._model = model
         self._system = system
-        self._advisors = tuple(check_advisor(a) for a in advisors)
-        self._tools = _check_tools(tools)
+        self._advisors = tuple(check_advisor(a) for a in _listed("advisors", advisors))
+        self._tools = _check_tools(_listed("tools", tools))
         self._options = options or ChatOptions()
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
@@ -245,6 +254,16 @@ class ChatClient:
 def _mark_failed(span: trace.Span, exc: BaseException) -> None:
     span.set_attribute(ERROR_TYPE, error_type_of(exc))
     span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+
+
+def _listed(name: str, values: object) -> tuple[Any, ...]:
+    """`values` as a tuple; a single advisor or tool (or a string) is a mistake, named."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise UserError(
+            f"{name}={_validate.shown(values)} is not a list: pass a list, e.g. {name}=[...] "
+            "(one item goes in a list too)"
+        )
+    return tuple(values)
 
 
 def _check_tools(tools: Iterable[ToolCallback]) -> tuple[ToolCallback, ...]:

@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 
 import anyio.to_thread
 
-from .exceptions import JevrefineError
+from . import _validate
+from .exceptions import JevrefineError, UserError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -180,12 +181,15 @@ class LocalModelServer:
         alias: str = DEFAULT_MODEL_ALIAS,
         parallel: int = 1,
     ) -> None:
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
-        if ctx < 256:
-            raise ValueError(f"ctx must be at least 256 tokens, got {ctx}")
-        if parallel < 1:
-            raise ValueError(f"parallel must be at least 1, got {parallel}")
+        threads = _validate.integer("threads", threads, minimum=1, optional=True, example=4)
+        ctx = _validate.integer("ctx", ctx, minimum=256, example=4096)
+        parallel = _validate.integer("parallel", parallel, minimum=1, example=1)
+        _validate.text("alias", alias, nonblank=True, example=DEFAULT_MODEL_ALIAS)
+        if model is not None and not isinstance(model, str | os.PathLike):
+            raise UserError(
+                f"model={_validate.shown(model)} is not a GGUF file path: pass a str or "
+                "pathlib.Path, or None for the bundled model"
+            )
         self._model = model
         self._threads = threads or max(1, min(4, os.cpu_count() or 1))
         self._ctx = ctx

@@ -15,12 +15,13 @@ cannot be changed behind the back of the code that made it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Annotated, Any, Literal, TypeAlias
 
 import pydantic
 
+from . import _validate
 from .exceptions import EmptyResponseError, UserError
 
 __all__ = [
@@ -268,19 +269,13 @@ class ChatOptions:
     """Extra JSON fields sent to OpenAI-compatible servers as is (e.g. a llama.cpp grammar)."""
 
     def __post_init__(self) -> None:
-        if self.stop is not None and not isinstance(self.stop, tuple):
-            stop: Any = self.stop
-            object.__setattr__(self, "stop", (stop,) if isinstance(stop, str) else tuple(stop))
-        if self.tools is not None and not isinstance(self.tools, tuple):
-            object.__setattr__(self, "tools", tuple(self.tools))
-        if self.extra_body is not None:
-            object.__setattr__(self, "extra_body", _frozen_mapping(self.extra_body))
-        _check_range("temperature", self.temperature, 0.0, 2.0)
-        _check_range("top_p", self.top_p, 0.0, 1.0)
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UserError(f"max_tokens must be at least 1, got {self.max_tokens}")
-        if self.top_logprobs is not None and not 0 <= self.top_logprobs <= 20:
-            raise UserError(f"top_logprobs must be between 0 and 20, got {self.top_logprobs}")
+        # Only the fields that are set are looked at: options are built on every call.
+        for name in _OPTION_NAME_LIST:
+            value = getattr(self, name)
+            if value is not None:
+                checked = _OPTION_CHECKS[name](value)
+                if checked is not value:
+                    object.__setattr__(self, name, checked)
 
     @classmethod
     def of(cls, **kwargs: Any) -> ChatOptions:
@@ -313,9 +308,72 @@ class ChatOptions:
         return {n: v for n in _OPTION_NAME_LIST if (v := getattr(self, n)) is not None}
 
 
-def _check_range(name: str, value: float | None, low: float, high: float) -> None:
-    if value is not None and not low <= value <= high:
-        raise UserError(f"{name} must be between {low} and {high}, got {value}")
+def _stop(value: Any) -> tuple[str, ...]:
+    stops = (value,) if isinstance(value, str) else value
+    if isinstance(stops, bytes) or not isinstance(stops, Iterable):
+        raise UserError(
+            f"stop={_validate.shown(value)} is not text: pass a string or a list of strings, "
+            "e.g. stop=['\\n\\n']"
+        )
+    stops = tuple(stops)
+    if not all(isinstance(item, str) for item in stops):
+        raise UserError(
+            f"stop={_validate.shown(value)} holds a value that is not a string: pass strings "
+            "only, e.g. stop=['\\n\\n']"
+        )
+    return stops
+
+
+def _tools(value: Any) -> tuple[ToolDefinition, ...]:
+    tools = tuple(value) if isinstance(value, Iterable) and not isinstance(value, str) else None
+    if tools is None or not all(isinstance(t, ToolDefinition) for t in tools):
+        raise UserError(
+            f"tools={_validate.shown(value)} is not a list of ToolDefinitions: pass the tools to "
+            "ChatClient(tools=[...]) and the chain fills this in"
+        )
+    return tools
+
+
+def _instance_of(name: str, kind: type, hint: str) -> Any:
+    def check(value: Any) -> Any:
+        if not isinstance(value, kind):
+            raise UserError(f"{name}={_validate.shown(value)} is not a {kind.__name__}: {hint}")
+        return value
+
+    return check
+
+
+def _extra_body(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise UserError(
+            f"extra_body={_validate.shown(value)} is not a mapping: pass a dict of the JSON "
+            "fields to send, e.g. extra_body={'grammar': '...'}"
+        )
+    return _frozen_mapping(value)
+
+
+_TOOL_CHOICES: tuple[str, ...] = ("auto", "none", "required")
+_OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "model": lambda v: _validate.text("model", v, nonblank=True, example="gpt-4o-mini"),
+    "temperature": lambda v: _validate.number(
+        "temperature", v, minimum=0.0, maximum=2.0, example=0.2
+    ),
+    "top_p": lambda v: _validate.number("top_p", v, minimum=0.0, maximum=1.0, example=0.9),
+    "max_tokens": lambda v: _validate.integer("max_tokens", v, minimum=1, example=256),
+    "stop": _stop,
+    "seed": lambda v: _validate.integer("seed", v, example=42),
+    "response_format": _instance_of(
+        "response_format", ResponseFormat, "pass ResponseFormat(schema={...}), or use .entity()"
+    ),
+    "logprobs": lambda v: _validate.boolean("logprobs", v),
+    "top_logprobs": lambda v: _validate.integer(
+        "top_logprobs", v, minimum=0, maximum=20, example=5
+    ),
+    "tools": _tools,
+    "tool_choice": lambda v: _validate.choice("tool_choice", v, _TOOL_CHOICES),
+    "extra_body": _extra_body,
+}
+"""One check per option, each returning the value to store (e.g. `stop='x'` → `('x',)`)."""
 
 
 _OPTION_NAME_LIST = tuple(f.name for f in fields(ChatOptions))

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import anyio
 
+from . import _validate
 from .batch import RefineSummary
 from .client import ChatClient
 from .exceptions import UserError
@@ -116,12 +117,9 @@ def refine_dataset(
         import ray.data  # noqa: F401 - checks the extra is installed before scheduling
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(_INSTALL_HINT) from exc
-    if not callable(client_factory):
-        raise UserError(f"client_factory must be callable, got {type(client_factory).__name__}")
-    checks = {"concurrency_per_actor": concurrency_per_actor, "batch_size": batch_size}
-    for name, value in checks.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UserError(f"{name} must be an int >= 1, got {value!r}")
+    _check_arguments(
+        client_factory, prompt_column, num_actors, concurrency_per_actor, batch_size, num_cpus
+    )
     # An unknown schema (not executed yet) is allowed; a known one without the column is not.
     known = dataset.columns(fetch_if_missing=False)
     if known is not None and prompt_column not in known:
@@ -135,6 +133,35 @@ def refine_dataset(
         fn_constructor_args=(client_factory, prompt_column, concurrency_per_actor),
         **ray_remote_args,
     )
+
+
+def _check_arguments(
+    client_factory: object,
+    prompt_column: object,
+    num_actors: object,
+    concurrency_per_actor: object,
+    batch_size: object,
+    num_cpus: object,
+) -> None:
+    if not callable(client_factory):
+        raise UserError(
+            f"client_factory={_validate.shown(client_factory)} is not callable: pass a function "
+            "that builds the ChatClient (called once per actor)"
+        )
+    _validate.text("prompt_column", prompt_column, nonblank=True, example="prompt")
+    if isinstance(num_actors, tuple):
+        if len(num_actors) != 2:
+            raise UserError(
+                f"num_actors={_validate.shown(num_actors)} is not a (min, max) pair: pass e.g. "
+                "num_actors=(1, 8), or a number of actors"
+            )
+        low = _validate.integer("num_actors[0]", num_actors[0], minimum=1, example=1)
+        _validate.integer("num_actors[1]", num_actors[1], minimum=low, example=max(low, 8))
+    else:
+        _validate.integer("num_actors", num_actors, minimum=1, example=4)
+    _validate.integer("concurrency_per_actor", concurrency_per_actor, minimum=1, example=16)
+    _validate.integer("batch_size", batch_size, minimum=1, example=64)
+    _validate.number("num_cpus", num_cpus, minimum=0, example=1.0)
 
 
 class _RefineActor:

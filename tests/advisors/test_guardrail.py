@@ -407,7 +407,7 @@ async def test_construction_is_checked(jev: JudgeClient) -> None:
         GuardrailAdvisor(jev, input_hazards=(), output_hazards=())
     with pytest.raises(ValueError, match="review_threshold"):
         GuardrailAdvisor(jev, review_threshold=0.8, action_threshold=0.7)
-    with pytest.raises(ValueError, match="between 0 and 1"):
+    with pytest.raises(ValueError, match=r"action_threshold=1\.5 must be at most 1"):
         GuardrailAdvisor(jev, action_threshold=1.5)
     with pytest.raises(ValueError, match="reserved"):
         Hazard("severity", "Is it severe?")

@@ -19,7 +19,6 @@ the context key `jev.guardrail.outcome`, so the self-refine advisor returns it u
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from opentelemetry._logs import Logger, LoggerProvider, get_logger
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .. import context_keys
+from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse
 from .._version import __version__
 from ..exceptions import JevrefineError, UserError
@@ -142,38 +141,31 @@ class GuardrailAdvisor:
         """What the answer is screened for."""
         if not self.input_hazards and not self.output_hazards:
             raise UserError("a guardrail that screens neither direction does nothing")
-        for label, value in (
-            ("action_threshold", action_threshold),
-            ("review_threshold", review_threshold),
-        ):
-            if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
-                raise UserError(f"{label} must be between 0 and 1, got {value!r}")
+        action_threshold = _validate.number(
+            "action_threshold", action_threshold, minimum=0.0, maximum=1.0, example=0.7
+        )
+        review_threshold = _validate.number(
+            "review_threshold", review_threshold, minimum=0.0, maximum=1.0, example=0.35
+        )
         if review_threshold > action_threshold:
             raise UserError(
                 f"review_threshold ({review_threshold}) must not exceed action_threshold "
                 f"({action_threshold}), or nothing is ever only flagged"
             )
-        if not (
-            isinstance(severity_block_threshold, int | float)
-            and math.isfinite(severity_block_threshold)
-            and severity_block_threshold >= 0
-        ):
-            raise UserError(
-                f"severity_block_threshold must be a number from 0 (none) to 3 (serious), got "
-                f"{severity_block_threshold!r}"
-            )
+        severity_block_threshold = _validate.number(
+            "severity_block_threshold", severity_block_threshold, minimum=0.0, example=2.0
+        )
+        block_on_review = _validate.boolean("block_on_review", block_on_review)
         for label, text in (("refusal", refusal), ("support_message", support_message)):
-            if not isinstance(text, str) or not text.strip():
-                raise UserError(f"{label} must be a non-empty str")
-        if not isinstance(order, int) or isinstance(order, bool):
-            raise UserError(f"order must be an int, got {order!r}")
+            _validate.text(label, text, nonblank=True, example="I can't help with that.")
+        order = _validate.integer("order", order, example=self.DEFAULT_ORDER)
         self.client = client
         """What answers the hazard questions."""
-        self.action_threshold = float(action_threshold)
+        self.action_threshold = action_threshold
         """A noul above this applies its hazard's action."""
-        self.review_threshold = float(review_threshold)
+        self.review_threshold = review_threshold
         """A noul above this gives REVIEW."""
-        self.severity_block_threshold = float(severity_block_threshold)
+        self.severity_block_threshold = severity_block_threshold
         """REVIEW becomes BLOCK at this severity."""
         self.block_on_review = block_on_review
         """Whether every REVIEW is refused."""

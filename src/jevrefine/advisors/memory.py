@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Final
 
-from .. import context_keys
+from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import UserError
 from ..memory._base import ChatMemory, check_conversation_id
@@ -67,7 +67,7 @@ class MessageChatMemoryAdvisor:
             None if conversation_id is None else check_conversation_id(conversation_id)
         )
         """The conversation when the prompt names none."""
-        self.order = order
+        self.order = _validate.integer("order", order, example=MEMORY_ORDER)
         """Position in the chain."""
 
     def conversation_of(self, request: ChatClientRequest) -> str:

@@ -21,10 +21,10 @@ judge's `supporting_context`. Where self-refine sits decides what retrieval does
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from .. import context_keys
+from .. import _validate, context_keys
 from ..exceptions import UserError
 from ..messages import UserMessage
 from ..retrieval import Document
@@ -93,15 +93,20 @@ class RetrievalAdvisor:
                 f"RetrievalAdvisor needs a Retriever (async retrieve(query, *, top_k=None)), got "
                 f"{type(retriever).__name__}"
             )
-        if isinstance(order, bool) or not isinstance(order, int):
-            raise UserError(f"order must be an int, got {order!r}")
-        if (
-            not isinstance(template, str)
-            or "{query}" not in template
-            or "{context}" not in template
-        ):
-            raise UserError("template must be a str containing {query} and {context}")
+        order = _validate.integer("order", order, example=self.DEFAULT_ORDER)
+        _validate.text("template", template, example="{query}\n\nContext:\n{context}")
+        if "{query}" not in template or "{context}" not in template:
+            raise UserError(
+                f"template={_validate.shown(template)} lacks {{query}} or {{context}}: pass a "
+                "template with both, e.g. '{query}\\n\\nContext:\\n{context}'"
+            )
         check_top_k(top_k)
+        if isinstance(post_processors, str | bytes) or not isinstance(post_processors, Iterable):
+            raise UserError(
+                f"post_processors={_validate.shown(post_processors)} is not a list: pass a list "
+                "of post-processors, e.g. post_processors=[JevDocumentFilter(client)]"
+            )
+        post_processors = tuple(post_processors)
         for processor in post_processors:
             if not callable(getattr(processor, "process", None)):
                 raise UserError(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
 from opentelemetry import trace
 
-from .. import context_keys
+from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import JevrefineError, ModelError, UserError
 from ..jev.errors import JudgeError
@@ -216,29 +216,34 @@ class SelfRefineAdvisor:
         if not isinstance(judge, Judge):
             raise UserError(f"SelfRefineAdvisor needs a Judge, got {type(judge).__name__}")
         limit = self.MAX_REPEAT_ATTEMPTS_LIMIT
-        if (
-            isinstance(max_repeat_attempts, bool)
-            or not isinstance(max_repeat_attempts, int)
-            or not 1 <= max_repeat_attempts <= limit
-        ):
-            raise UserError(
-                f"max_repeat_attempts must be an int from 1 to {limit}, got "
-                f"{max_repeat_attempts!r}; retrying until an answer passes is not supported"
-            )
+        # Bounded above: retrying until an answer passes is not supported.
+        max_repeat_attempts = _validate.integer(
+            "max_repeat_attempts", max_repeat_attempts, minimum=1, maximum=limit, example=3
+        )
+        fail_on_exhausted_attempts = _validate.boolean(
+            "fail_on_exhausted_attempts", fail_on_exhausted_attempts
+        )
         if not callable(skip_evaluation):
-            raise UserError("skip_evaluation must be a function (request, response) -> bool")
+            raise UserError(
+                f"skip_evaluation={_validate.shown(skip_evaluation)} is not callable: pass a "
+                "function (request, response) -> bool"
+            )
         if not isinstance(judge_error_policy, JudgeErrorPolicy):
             raise UserError(
-                f"judge_error_policy must be a JudgeErrorPolicy, got {judge_error_policy!r}"
+                f"judge_error_policy={_validate.shown(judge_error_policy)} is not a "
+                "JudgeErrorPolicy: pass e.g. JudgeErrorPolicy.FAIL_OPEN"
             )
-        if isinstance(order, bool) or not isinstance(order, int):
-            raise UserError(f"order must be an int, got {order!r}")
-        if not isinstance(feedback_template, str) or "{feedback}" not in feedback_template:
-            raise UserError("feedback_template must be a str containing {feedback}")
-        if token_budget is not None and (
-            isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
-        ):
-            raise UserError(f"token_budget must be a positive int or None, got {token_budget!r}")
+        order = _validate.integer("order", order, example=self.DEFAULT_ORDER)
+        _validate.text("feedback_template", feedback_template, example="Fix this: {feedback}")
+        if "{feedback}" not in feedback_template:
+            raise UserError(
+                f"feedback_template={_validate.shown(feedback_template)} has no {{feedback}}: "
+                "pass a template with {feedback} where the judge's feedback goes, e.g. "
+                "'Fix this: {feedback}'"
+            )
+        token_budget = _validate.integer(
+            "token_budget", token_budget, minimum=1, optional=True, example=4000
+        )
         self.judge = judge
         """What each answer is evaluated against."""
         self.max_repeat_attempts = max_repeat_attempts
