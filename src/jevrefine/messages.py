@@ -309,6 +309,8 @@ class ChatOptions:
 
 
 def _stop(value: Any) -> tuple[str, ...]:
+    if type(value) is tuple and all(type(item) is str for item in value):
+        return value
     stops = (value,) if isinstance(value, str) else value
     if isinstance(stops, bytes) or not isinstance(stops, Iterable):
         raise UserError(
@@ -325,6 +327,8 @@ def _stop(value: Any) -> tuple[str, ...]:
 
 
 def _tools(value: Any) -> tuple[ToolDefinition, ...]:
+    if type(value) is tuple and all(type(t) is ToolDefinition for t in value):
+        return value
     tools = tuple(value) if isinstance(value, Iterable) and not isinstance(value, str) else None
     if tools is None or not all(isinstance(t, ToolDefinition) for t in tools):
         raise UserError(
@@ -353,22 +357,40 @@ def _extra_body(value: Any) -> Mapping[str, Any]:
 
 
 _TOOL_CHOICES: tuple[str, ...] = ("auto", "none", "required")
+
+
+def _ranged(name: str, low: float, high: float, example: float) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        # The common case returns at once (options are built on every call); NaN fails the
+        # comparison and goes to the validator, which names it.
+        if type(value) is float and low <= value <= high:
+            return value
+        return _validate.number(name, value, minimum=low, maximum=high, example=example)
+
+    return check
+
+
+def _whole(name: str, low: int | None, high: int | None, example: int) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if type(value) is int and (low is None or value >= low) and (high is None or value <= high):
+            return value
+        return _validate.integer(name, value, minimum=low, maximum=high, example=example)
+
+    return check
+
+
 _OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
     "model": lambda v: _validate.text("model", v, nonblank=True, example="gpt-4o-mini"),
-    "temperature": lambda v: _validate.number(
-        "temperature", v, minimum=0.0, maximum=2.0, example=0.2
-    ),
-    "top_p": lambda v: _validate.number("top_p", v, minimum=0.0, maximum=1.0, example=0.9),
-    "max_tokens": lambda v: _validate.integer("max_tokens", v, minimum=1, example=256),
+    "temperature": _ranged("temperature", 0.0, 2.0, 0.2),
+    "top_p": _ranged("top_p", 0.0, 1.0, 0.9),
+    "max_tokens": _whole("max_tokens", 1, None, 256),
     "stop": _stop,
-    "seed": lambda v: _validate.integer("seed", v, example=42),
+    "seed": _whole("seed", None, None, 42),
     "response_format": _instance_of(
         "response_format", ResponseFormat, "pass ResponseFormat(schema={...}), or use .entity()"
     ),
     "logprobs": lambda v: _validate.boolean("logprobs", v),
-    "top_logprobs": lambda v: _validate.integer(
-        "top_logprobs", v, minimum=0, maximum=20, example=5
-    ),
+    "top_logprobs": _whole("top_logprobs", 0, 20, 5),
     "tools": _tools,
     "tool_choice": lambda v: _validate.choice("tool_choice", v, _TOOL_CHOICES),
     "extra_body": _extra_body,
