@@ -597,7 +597,10 @@ def user_options_from_kwargs(options: ChatOptions | None, kwargs: Mapping[str, A
         raise UserError("pass either a ChatOptions or keyword options, not both")
     if options is not None:
         if not isinstance(options, ChatOptions):
-            raise UserError(f"expected ChatOptions, got {type(options).__name__}")
+            raise UserError(
+                f"options={_validate.shown(options)} is not a ChatOptions: pass "
+                "ChatOptions(temperature=0.2), or the options as keywords"
+            )
         return options
     return ChatOptions.of(**kwargs)
 

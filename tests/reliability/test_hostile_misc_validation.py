@@ -31,6 +31,7 @@ from jevrefine.local import LocalModelServer
 from jevrefine.memory import InMemoryChatMemory, SqliteChatMemory
 from jevrefine.retrieval import SqliteFtsRetriever
 from jevrefine.testing import FunctionModel
+from jevrefine.tools import tool
 
 MODEL = FunctionModel(lambda prompt: jr.AssistantMessage("ok"))
 JEV = JudgeClient("sk-validation-0123456789", base_url="http://127.0.0.1:9")
@@ -41,6 +42,14 @@ MEMORY = InMemoryChatMemory()
 class _Retriever:
     async def retrieve(self, query: str, *, top_k: int | None = None) -> list[jr.Document]:
         return []
+
+
+def tool_with(**options: Any) -> Any:
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    return tool(**options)(ping)
 
 
 Case = tuple[Callable[..., Any], dict[str, Any], str]
@@ -96,6 +105,11 @@ CASES: dict[str, Case] = {
     "tools timeout nan": (ToolCallingAdvisor, {"tool_timeout": math.nan}, "tool_timeout"),
     "tools timeout negative": (ToolCallingAdvisor, {"tool_timeout": -1}, "tool_timeout"),
     "tools order": (ToolCallingAdvisor, {"order": None}, "order"),
+    # @tool.
+    "tool timeout str": (tool_with, {"timeout": "5"}, "timeout"),
+    "tool timeout 0": (tool_with, {"timeout": 0}, "timeout"),
+    "tool name int": (tool_with, {"name": 5}, "name"),
+    "tool return_direct": (tool_with, {"return_direct": "yes"}, "return_direct"),
     # Memory.
     "memory advisor id": (MessageChatMemoryAdvisor, {"memory": MEMORY, "conversation_id": 5}, "conversation_id"),
     "memory advisor order": (MessageChatMemoryAdvisor, {"memory": MEMORY, "order": "x"}, "order"),

@@ -28,6 +28,7 @@ import anyio.to_thread
 import pydantic
 import pydantic_core
 
+from .. import _validate
 from ..exceptions import UserError
 from ._errors import ToolArgumentsError, ToolTimeoutError
 
@@ -57,8 +58,12 @@ class FunctionTool:
     ) -> None:
         if not callable(function):
             raise UserError(f"@tool needs a function, got {type(function).__name__}")
-        if timeout is not None and timeout <= 0:
-            raise UserError(f"tool timeout must be positive seconds or None, got {timeout!r}")
+        timeout = _validate.number(
+            "timeout", timeout, above=0, optional=True, unit="seconds", example=10.0
+        )
+        _validate.text("name", name, optional=True, example="weather")
+        _validate.text("description", description, optional=True, example="Get the weather.")
+        return_direct = _validate.boolean("return_direct", return_direct)
         self._function = function
         self._is_async = inspect.iscoroutinefunction(function)
         summary, arg_docs = _parse_docstring(inspect.getdoc(function) or "")
