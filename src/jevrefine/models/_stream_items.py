@@ -24,7 +24,14 @@ from typing import Any, Final
 from .._headers import REDACTED
 from ..exceptions import ModelError
 
-__all__ = ["MAX_TOKEN_COUNT", "Reader", "UnreadableValueError", "unreadable_items_raise"]
+__all__ = [
+    "MAX_TOKEN_COUNT",
+    "UNREADABLE",
+    "Reader",
+    "UnreadableValueError",
+    "unreadable_error",
+    "unreadable_items_raise",
+]
 
 MAX_TOKEN_COUNT: Final = 10**12
 """The largest token count believed: beyond it a count is a broken or hostile server's."""
@@ -70,16 +77,22 @@ class Reader:
 
     def text(self, value: object, where: str) -> str:
         """A string the server sent (`None` reads as `""`), scrubbed."""
+        if type(value) is str:  # the common case first: one check, no call
+            secret = self._secret
+            if secret is not None and secret in value:
+                return value.replace(secret, REDACTED)
+            return value
         if value is None:
             return ""
         if not isinstance(value, str):
             raise UnreadableValueError(where, value, "a string")
-        return self.scrub(value) if self._secret is not None else value
+        return self.scrub(str(value))  # a str subclass: kept as a plain str
 
     def optional_text(self, value: object, where: str) -> str | None:
         """A string the server sent, or `None` when it sent none (or an empty one), scrubbed."""
-        result = self.text(value, where)
-        return result or None
+        if value is None:
+            return None
+        return self.text(value, where) or None
 
     @staticmethod
     def count(value: object, where: str) -> int:
@@ -135,6 +148,24 @@ class Reader:
         return value
 
 
+UNREADABLE: Final = (UnreadableValueError, *_UNFORESEEN)
+"""What reading a response can raise; `unreadable_error` turns each into the `ModelError`."""
+
+
+def unreadable_error(model: str, origin: str, item: str, exc: BaseException) -> ModelError:
+    """The `ModelError` for `exc`, raised while reading a `item` from `model` at `origin`.
+
+    The caller blanks secrets out of it (the text of `exc` may quote the server).
+    """
+    detail = str(exc) if isinstance(exc, UnreadableValueError) else f"{type(exc).__name__}: {exc}"
+    error = ModelError(
+        f"{model} at {origin} sent a {item} that could not be read: {detail}", model_name=model
+    )
+    if not isinstance(exc, UnreadableValueError):
+        error.__cause__ = exc  # an unforeseen slip: keep its traceback
+    return error
+
+
 @contextlib.contextmanager
 def unreadable_items_raise(
     model: str, origin: str, item: str, scrub: Callable[[str], str] = str
@@ -146,14 +177,7 @@ def unreadable_items_raise(
     """
     try:
         yield
-    except UnreadableValueError as exc:
-        raise ModelError(
-            f"{model} at {origin} sent a {item} that could not be read: {scrub(str(exc))}",
-            model_name=model,
-        ) from None
-    except _UNFORESEEN as exc:
-        raise ModelError(
-            f"{model} at {origin} sent a {item} that could not be read: "
-            f"{type(exc).__name__}: {scrub(str(exc))}",
-            model_name=model,
-        ) from exc
+    except UNREADABLE as exc:
+        error = unreadable_error(model, origin, item, exc)
+        error.args = (scrub(str(error)),)
+        raise error from error.__cause__

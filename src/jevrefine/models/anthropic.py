@@ -83,6 +83,7 @@ from ._bounded_transport import (
     check_max_response_bytes,
 )
 from ._deadlines import Deadlines, Pace, call_expired, check_max_retries
+from ._log_scrub import register_key, unregister_key
 from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise
 from .base import ChatModel
 
@@ -177,6 +178,7 @@ class AnthropicChatModel(ChatModel):
     __slots__ = (
         "_client",
         "_deadlines",
+        "_key_registered",
         "_max_tokens",
         "_model",
         "_options",
@@ -275,6 +277,8 @@ class AnthropicChatModel(ChatModel):
         # Kept only to blank it out of what the server sends; never printed.
         self._secret = key_in_use if key_in_use != _PLACEHOLDER_KEY else None
         self._read = Reader(self._secret)
+        register_key(self._secret)
+        self._key_registered = True
 
     @property
     def model_name(self) -> str:
@@ -301,6 +305,9 @@ class AnthropicChatModel(ChatModel):
 
     async def aclose(self) -> None:
         """Close the SDK client, when this adapter created it."""
+        if self._key_registered:  # once, however often aclose() is called
+            self._key_registered = False
+            unregister_key(self._secret)
         if self._owns_client:
             await self._client.close()
 

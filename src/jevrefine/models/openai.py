@@ -71,7 +71,8 @@ from ._bounded_transport import (
     check_max_response_bytes,
 )
 from ._deadlines import Deadlines, Pace, call_expired, check_max_retries
-from ._stream_items import Reader, unreadable_items_raise
+from ._log_scrub import register_key, unregister_key
+from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
 from .base import ChatModel
 
 __all__ = ["OpenAIChatModel"]
@@ -216,6 +217,8 @@ class OpenAIChatModel(ChatModel):
         # Kept only to scrub it out of what the server sends; never printed.
         self._secret = _key_of(self._client)
         self._read = Reader(None if self._secret == _PLACEHOLDER_KEY else self._secret)
+        register_key(self._secret)
+        self._key_registered = True
         # Read once: telemetry needs them on every call, and the SDK's `base_url` property is
         # not free. A client whose base URL is reassigned later needs a new adapter.
         url = self._client.base_url
@@ -291,8 +294,13 @@ class OpenAIChatModel(ChatModel):
                 model_name=model,
             )
         try:
-            with unreadable_items_raise(model, self.base_url, "response", self._read.scrub):
-                return _response_of(self._read, completion, model)
+            return _response_of(self._read, completion, model)
+        except UNREADABLE as exc:
+            # One place for every value that does not read (see `_stream_items`); the server's
+            # address is only worked out here, off the fast path.
+            unreadable = unreadable_error(model, self.base_url, "response", exc)
+            self._redact(unreadable)
+            raise unreadable from unreadable.__cause__
         except ModelError as error:
             self._redact(error)
             raise
@@ -376,6 +384,9 @@ class OpenAIChatModel(ChatModel):
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this model created it (a client passed in stays open)."""
+        if self._key_registered:  # once, however often aclose() is called
+            self._key_registered = False
+            unregister_key(self._secret)
         if self._owns_client:
             await self._client.close()
 
@@ -657,16 +668,22 @@ def _response_of(read: Reader, completion: Any, model: str) -> ChatResponse:
     read_choices = [_generation_of(read, choice) for choice in choices]
     if len(read_choices) > 1:
         read_choices.sort(key=_first)
+    generations: list[Generation] = []
+    reasons: list[str] = []
+    for _, generation, reason in read_choices:
+        generations.append(generation)
+        if reason is not None:
+            reasons.append(reason)
     fingerprint = read.optional_text(
         getattr(completion, "system_fingerprint", None), "system_fingerprint"
     )
     return ChatResponse(
-        tuple(generation for _, generation, _ in read_choices),
+        tuple(generations),
         ChatResponseMetadata(
             id=read.optional_text(completion.id, "id"),
             model=read.optional_text(completion.model, "model"),
             usage=_usage_of(read, completion.usage),
-            finish_reasons=tuple(reason for _, _, reason in read_choices if reason is not None),
+            finish_reasons=tuple(reasons),
             extra={"system_fingerprint": fingerprint} if fingerprint else {},
         ),
     )
