@@ -8,7 +8,8 @@ JevrefineError
 └── ModelError                           the model side failed
     ├── ModelHTTPError                   the provider answered with an error status
     ├── ModelConnectionError             no answer: refused, reset, DNS, TLS
-    │   └── ModelTimeoutError            no answer in time
+    │   ├── ModelTimeoutError            no answer in time
+    │   └── IncompleteResponseError      a stream that broke off or ended mid-answer
     ├── EmptyResponseError               the model answered with nothing usable
     └── StructuredOutputError            the answer does not fit the requested type
 ```
@@ -26,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "EmptyResponseError",
+    "IncompleteResponseError",
     "JevrefineError",
     "ModelConnectionError",
     "ModelError",
@@ -159,6 +161,15 @@ class ModelConnectionError(ModelError):
 
 class ModelTimeoutError(ModelConnectionError):
     """The provider did not answer in time."""
+
+
+class IncompleteResponseError(ModelConnectionError):
+    """A stream ended before the answer did: it broke off, or closed without saying it was done.
+
+    The text already streamed is not the whole answer and must not pass for it. Transient (a
+    `ModelConnectionError`): the usual cause is a connection cut on the way, and asking again
+    may get the whole answer.
+    """
 
 
 class EmptyResponseError(ModelError):

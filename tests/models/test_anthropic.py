@@ -588,7 +588,7 @@ async def test_malformed_body_maps_to_model_error(
     fake: FakeAnthropicServer, model: AnthropicChatModel
 ) -> None:
     fake.malformed()
-    with pytest.raises(ModelError, match="not JSON"):
+    with pytest.raises(ModelError, match="could not be read: JSONDecodeError"):
         await model.call(ask("hi"))
 
 

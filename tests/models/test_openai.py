@@ -652,7 +652,7 @@ async def test_local_server_needs_no_key(
 def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(UserError, match=message):
         OpenAIChatModel("m", base_url="http://127.0.0.1:1/v1", **kwargs)
-    with pytest.raises(UserError, match="model name"):
+    with pytest.raises(UserError, match="model=''"):
         OpenAIChatModel("", base_url="http://127.0.0.1:1/v1")
 
 

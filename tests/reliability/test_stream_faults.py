@@ -18,7 +18,7 @@ import anyio.lowlevel
 import pytest
 
 import jevrefine as jr
-from jevrefine.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
+from jevrefine.exceptions import IncompleteResponseError, ModelError, ModelTimeoutError
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.base import ChatModel
 from jevrefine.models.openai import OpenAIChatModel
@@ -33,7 +33,7 @@ ANSWER = " ".join(f"word{i}" for i in range(60))
 Fault = Callable[[LoopbackHTTPServer], None]
 
 FAULTS: dict[str, tuple[Fault, type[ModelError]]] = {
-    "reset mid-stream": (lambda s: s.reset_mid_body(), ModelConnectionError),
+    "reset mid-stream": (lambda s: s.reset_mid_body(), IncompleteResponseError),
     "cut-off JSON event": (lambda s: s.malformed_event(after=6), ModelError),
     "event that is no chunk": (lambda s: s.malformed_event(after=6, data=b"null"), ModelError),
     "stall past the timeout": (lambda s: s.slow_body(STALL), ModelTimeoutError),

@@ -25,7 +25,8 @@ from typing import Final
 
 import httpx2
 
-from ..exceptions import ResponseTooLargeError, UserError
+from .._validate import integer
+from ..exceptions import ResponseTooLargeError
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -41,15 +42,11 @@ def check_max_response_bytes(value: object) -> int | None:
     """`value` as a cap: an int of at least 1, or `None` (no cap).
 
     Raises:
-        UserError: anything else.
+        UserError: anything else, naming the parameter, the value and what to pass.
     """
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(
-            f"max_response_bytes must be a number of bytes >= 1, or None for no cap; got {value!r}"
-        )
-    return value
+    return integer(
+        "max_response_bytes", value, minimum=1, optional=True, example=DEFAULT_MAX_RESPONSE_BYTES
+    )
 
 
 def bounded_http_client(

@@ -40,6 +40,7 @@ import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, ClassVar, Final, Literal
 
+import anyio
 import httpx2
 
 try:
@@ -52,7 +53,9 @@ except ImportError as _import_error:
     ) from _import_error
 
 from .._headers import parse_retry_after, redact_error, safe_headers
+from .._validate import integer, secret, text
 from ..exceptions import (
+    IncompleteResponseError,
     ModelConnectionError,
     ModelError,
     ModelHTTPError,
@@ -79,7 +82,9 @@ from ._bounded_transport import (
     bounded_http_client,
     check_max_response_bytes,
 )
-from ._stream_items import unreadable_items_raise
+from ._deadlines import Deadlines, Pace, call_expired, check_max_retries
+from ._log_scrub import register_key, unregister_key
+from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise
 from .base import ChatModel
 
 __all__ = ["AnthropicChatModel"]
@@ -136,15 +141,30 @@ class AnthropicChatModel(ChatModel):
         max_tokens: the `max_tokens` sent when the options set none (the API requires one).
         max_retries: retries of the SDK for connection errors, 408, 409, 429 and 5xx (529 too);
             a `client=` keeps its own.
-        timeout: seconds per request; the SDK's default (10 minutes) when `None`. A read
-            timeout is retried like a connection error: a request the server received may be
-            sent again (and billed again); `max_retries=0` prevents that.
+        timeout: seconds the SDK waits for each network operation (connect, write, each read);
+            the SDK's default (600 s) when `None`. In a stream it is also the longest gap
+            between two events. A read timeout is retried like a connection error: a request
+            the server received may be sent again (and billed again); `max_retries=0`
+            prevents that.
+        total_timeout: seconds for a whole `call()`, the SDK's retries and backoff included,
+            and for a stream to deliver its first event. When `None`: `timeout` (or 600 s)
+            per attempt, times `1 + max_retries`, plus the SDK's backoff. Past it the call
+            raises `ModelTimeoutError` and its connection is closed. Kept by the adapter, so
+            it applies with `client=` too.
+        stream_timeout: seconds for a whole stream, from the request to its last event;
+            `None` (the default) for no bound beyond the gaps between events.
         max_response_bytes: the most bytes of a response body read (32 MiB by default; `None`
             for no cap). A body past it raises `ResponseTooLargeError` (a `ModelError`, never
             retried) and its connection is closed. Not with `client=`.
 
     Raises:
-        UserError: no API key could be found, or an argument is invalid.
+        UserError: no API key could be found, or an argument is invalid (the message names
+            it, the value, and what to pass instead).
+
+    Errors of a call name the model and the server: `ModelHTTPError`, `ModelTimeoutError`,
+    `ModelConnectionError`, `IncompleteResponseError` (a stream cut off before
+    `message_stop`), and `ModelError` for a response that does not read as the API defines it.
+    Strings the server sends have the API key blanked out before they are kept.
 
     `supports_native_structured_output` is false: not every Claude model (nor llama.cpp's
     server) enforces `output_config.format`, so `ChatClient.entity` asks in the prompt unless
@@ -155,7 +175,17 @@ class AnthropicChatModel(ChatModel):
     supports_tools: ClassVar[bool] = True
     supports_native_structured_output: ClassVar[bool] = False
 
-    __slots__ = ("_client", "_max_tokens", "_model", "_options", "_owns_client")
+    __slots__ = (
+        "_client",
+        "_deadlines",
+        "_key_registered",
+        "_max_tokens",
+        "_model",
+        "_options",
+        "_owns_client",
+        "_read",
+        "_secret",
+    )
 
     def __init__(
         self,
@@ -168,19 +198,30 @@ class AnthropicChatModel(ChatModel):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_retries: int = 2,
         timeout: float | None = None,
+        total_timeout: float | None = None,
+        stream_timeout: float | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise UserError("AnthropicChatModel needs a model name, e.g. 'claude-haiku-4-5'")
+        # Checked once, here, through the shared validators: each message names the parameter,
+        # the value and what to pass instead.
+        model = text("model", model, nonblank=True, example="claude-haiku-4-5")
+        base_url = text("base_url", base_url, optional=True, example="http://127.0.0.1:8080")
+        api_key = secret("api_key", api_key)
         max_response_bytes = check_max_response_bytes(max_response_bytes)
-        if max_tokens < 1:
-            raise UserError(f"max_tokens must be at least 1, got {max_tokens}")
-        if max_retries < 0:
-            raise UserError(
-                f"max_retries must be 0 or more (0 disables retries), got {max_retries}"
-            )
+        max_tokens = integer("max_tokens", max_tokens, minimum=1, example=DEFAULT_MAX_TOKENS)
+        max_retries = check_max_retries(max_retries)
         if options is not None and not isinstance(options, ChatOptions):
-            raise UserError(f"options must be a ChatOptions, got {type(options).__name__}")
+            raise UserError(
+                f"options={type(options).__name__} is not a ChatOptions: pass "
+                "options=ChatOptions(...), or None"
+            )
+        self._deadlines = Deadlines.of(
+            timeout=timeout,
+            total_timeout=total_timeout,
+            stream_timeout=stream_timeout,
+            max_retries=max_retries,
+        )
+        timeout = self._deadlines.timeout
         self._model = model
         self._max_tokens = max_tokens
         self._options = options or ChatOptions()
@@ -232,6 +273,12 @@ class AnthropicChatModel(ChatModel):
                 **extra,
             )
             self._owns_client = True
+        key_in_use = self._client.api_key
+        # Kept only to blank it out of what the server sends; never printed.
+        self._secret = key_in_use if key_in_use != _PLACEHOLDER_KEY else None
+        self._read = Reader(self._secret)
+        register_key(self._secret)
+        self._key_registered = True
 
     @property
     def model_name(self) -> str:
@@ -258,6 +305,9 @@ class AnthropicChatModel(ChatModel):
 
     async def aclose(self) -> None:
         """Close the SDK client, when this adapter created it."""
+        if self._key_registered:  # once, however often aclose() is called
+            self._key_registered = False
+            unregister_key(self._secret)
         if self._owns_client:
             await self._client.close()
 
@@ -274,60 +324,89 @@ class AnthropicChatModel(ChatModel):
 
         Raises:
             ModelHTTPError: the API answered with an error status.
-            ModelTimeoutError: no answer in time.
+            ModelTimeoutError: no answer within `total_timeout` (or a read past `timeout`).
             ModelConnectionError: the API could not be reached.
+            ModelError: the response does not read as a message.
             UserError: the prompt cannot be expressed in the Messages API.
         """
         params = self.request_params(prompt)
+        model = params["model"]
+        where = str(self.server_address)
+        message: Any = None
         try:
-            with self._map_errors(params["model"]):
-                message = await self._client.messages.create(**params)
+            with self._map_errors(model):
+                # The whole call, the SDK's retries included: the SDK's timeout is per read.
+                deadline = anyio.current_time() + self._deadlines.total
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    message = await self._client.messages.create(**params)
         except ValueError as exc:
             # The SDK refuses a non-streaming request it expects to run past 10 minutes (a large
             # max_tokens); the same answer is had by streaming it and joining the chunks.
             if "Streaming is required" not in str(exc):
                 raise
             return concat_chunks([chunk async for chunk in self._stream(prompt)])
+        if scope.cancelled_caught:
+            raise call_expired(self._deadlines, model, where)
         if not isinstance(message, Message) or not isinstance(message.content, list):
             # The SDK hands back a 200 body it could not read as a message (text, a JSON list,
             # an object without `content`) as it is: say so, instead of a TypeError later.
             raise ModelError(
-                f"{params['model']} at {self.server_address} answered with a response that "
-                "could not be read: "
+                f"{model} at {where} answered with a response that could not be read: "
                 "expected a message object with content",
-                model_name=params["model"],
+                model_name=model,
             )
-        return _chat_response(message)
+        with self._map_errors(model), unreadable_items_raise(model, where, "response"):
+            return _chat_response(self._read, message)
 
     def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         """Ask the model and yield one chunk per text delta.
 
         The last chunk carries the tool calls (their input JSON assembled whole), the usage,
         the finish reason, and the response's id and model. Errors are mapped as in `call`;
-        a stream that ends before `message_stop` raises `ModelConnectionError`.
+        a stream that breaks off or ends before `message_stop` raises
+        `IncompleteResponseError`. No first event within `total_timeout`, a gap between events
+        longer than `timeout`, or the whole stream past `stream_timeout` raise
+        `ModelTimeoutError`.
         """
         return self._stream(prompt)
 
     async def _stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         params = self.request_params(prompt)
         model = params["model"]
-        state = _StreamState()
+        where = str(self.server_address)
+        state = _StreamState(self._read)
+        pace = Pace(self._deadlines)
         with self._map_errors(model):
-            events = await self._client.messages.create(**params, stream=True)
+            with pace.scope() as opening:
+                events = await self._client.messages.create(**params, stream=True)
+            if opening.cancelled_caught:
+                raise pace.expired(model, where)
             async with events:  # closes the HTTP response when the consumer stops early
-                async for event in events:
-                    with unreadable_items_raise(model, str(self.server_address), "stream event"):
-                        text = state.feed(event)
-                    if text:
+                iterator = events.__aiter__()
+                while True:
+                    # Each wait for an event has its own deadline; the scope never spans a yield.
+                    with pace.scope() as waiting:
+                        try:
+                            with _broken_stream_is_incomplete(model, where):
+                                event = await iterator.__anext__()
+                        except StopAsyncIteration:
+                            break
+                    if waiting.cancelled_caught:
+                        raise pace.expired(model, where)
+                    pace.advanced()
+                    with unreadable_items_raise(model, where, "stream event", self._read.scrub):
+                        delta = state.feed(event)
+                    if delta:
                         yield ChatResponse(
-                            (Generation(AssistantMessage(text)),),
+                            (Generation(AssistantMessage(delta)),),
                             ChatResponseMetadata(id=state.id, model=state.model),
                         )
-        if not state.stopped:
-            raise ModelConnectionError(
-                f"the stream from {model} ended before message_stop; the answer is incomplete",
-                model_name=model,
-            )
+            if not state.stopped:
+                raise IncompleteResponseError(
+                    f"the stream from {model} at {where} ended before message_stop; the answer "
+                    "is incomplete",
+                    model_name=model,
+                )
         yield state.final_chunk()
 
     def request_params(self, prompt: Prompt) -> dict[str, Any]:
@@ -391,7 +470,7 @@ class AnthropicChatModel(ChatModel):
             with self._translate_errors(model):
                 yield
         except ModelError as error:
-            redact_error(error, self._client.api_key)
+            redact_error(error, self._secret)
             raise
 
     @contextlib.contextmanager
@@ -417,9 +496,15 @@ class AnthropicChatModel(ChatModel):
                 f"{model} at {where} answered with a response that could not be read: {exc}",
                 model_name=model,
             ) from exc
-        except json.JSONDecodeError as exc:  # a 200 whose body is not JSON (a broken proxy)
+        except (ValueError, RecursionError, OverflowError) as exc:
+            # What the decoders let through: a 200 whose body is not JSON (a broken proxy), a
+            # number past Python's 4,300-digit limit, bytes that are not UTF-8 inside an event.
+            # Not the SDK's own "Streaming is required": `call` streams instead.
+            if "Streaming is required" in str(exc):
+                raise
             raise ModelError(
-                f"{model} at {where} answered with a body that is not JSON: {exc}",
+                f"{model} at {where} answered with a body that could not be read: "
+                f"{type(exc).__name__}: {exc}",
                 model_name=model,
             ) from exc
         except httpx2.TimeoutException as exc:  # the SDK does not wrap errors while streaming
@@ -538,22 +623,59 @@ def _text_blocks(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text}] if text else []
 
 
+@contextlib.contextmanager
+def _broken_stream_is_incomplete(model: str, where: str) -> Iterator[None]:
+    """A connection that breaks once the stream has begun: the answer so far is not whole."""
+    try:
+        yield
+    except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
+        if isinstance(exc, (anthropic.APITimeoutError, httpx2.TimeoutException)):
+            raise  # a timeout keeps its own type
+        raise IncompleteResponseError(
+            f"the stream from {model} at {where} broke off; the answer is incomplete: "
+            f"{_cause(exc)}",
+            model_name=model,
+        ) from exc
+
+
+# -- reading responses ----------------------------------------------------------------------
+#
+# Every value kept from the SDK's objects goes through the `Reader` (type, range, the key blanked
+# out), inside one `unreadable_items_raise` per response or event: see `_stream_items`.
+# `anthropic.BaseModel` is what the SDK builds for a JSON object.
+
+_OBJECT: Final = anthropic.BaseModel
+
+
 def _finish_reason(stop_reason: str | None) -> str | None:
     if stop_reason is None:
         return None
     return FINISH_REASONS.get(stop_reason, stop_reason.lower())
 
 
-def _usage(usage: Any) -> tuple[Usage, dict[str, int]]:
+def _usage(read: Reader, usage: object) -> tuple[Usage, dict[str, int]]:
     """Total input (cache reads and writes included), output, and the cache counts for `extra`."""
-    cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
-    cache_creation = getattr(usage, "cache_creation_input_tokens", None) or 0
-    total_input = (getattr(usage, "input_tokens", None) or 0) + cache_read + cache_creation
+    read.of_type(usage, _OBJECT, "usage", "a usage object")
+    cache_read = read.count(getattr(usage, "cache_read_input_tokens", None), "usage.cache_read")
+    cache_creation = read.count(
+        getattr(usage, "cache_creation_input_tokens", None), "usage.cache_creation"
+    )
+    given = read.count(getattr(usage, "input_tokens", None), "usage.input_tokens")
     extra = {
         "cache_read_input_tokens": cache_read,
         "cache_creation_input_tokens": cache_creation,
     }
-    return Usage(total_input, getattr(usage, "output_tokens", None) or 0), extra
+    output = read.count(getattr(usage, "output_tokens", None), "usage.output_tokens")
+    return Usage(given + cache_read + cache_creation, output), extra
+
+
+def _tool_arguments(read: Reader, value: object, where: str) -> str:
+    """A tool_use block's `input` (an object) as JSON text, the key blanked out."""
+    if value is None:
+        return "{}"
+    if not isinstance(value, Mapping):
+        raise UnreadableValueError(where, value, "a JSON object")
+    return read.scrub(json.dumps(value))
 
 
 def _response_of(
@@ -588,23 +710,31 @@ def _response_of(
     )
 
 
-def _chat_response(message: Any) -> ChatResponse:
+def _chat_response(read: Reader, message: Any) -> ChatResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
     for block in message.content:
-        if block.type == "text":
-            texts.append(block.text)
-        elif block.type == "tool_use":
-            calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
+        read.of_type(block, _OBJECT, "content[]", "a content block object")
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(read.text(block.text, "content[].text"))
+        elif kind == "tool_use":
+            calls.append(
+                ToolCall(
+                    read.text(block.id, "content[].id"),
+                    read.text(block.name, "content[].name"),
+                    _tool_arguments(read, block.input, "content[].input"),
+                )
+            )
         # Thinking and server-tool blocks carry no answer text: left out.
-    usage, cache = _usage(message.usage)
+    usage, cache = _usage(read, message.usage)
     return _response_of(
         text="".join(texts),
         tool_calls=tuple(calls),
-        message_id=message.id,
-        model=message.model,
-        stop_reason=message.stop_reason,
-        stop_sequence=message.stop_sequence,
+        message_id=read.optional_text(message.id, "id"),
+        model=read.optional_text(message.model, "model"),
+        stop_reason=read.optional_text(message.stop_reason, "stop_reason"),
+        stop_sequence=read.optional_text(message.stop_sequence, "stop_sequence"),
         usage=usage,
         cache=cache,
     )
@@ -619,13 +749,15 @@ class _StreamState:
         "input_tokens",
         "model",
         "output_tokens",
+        "read",
         "stop_reason",
         "stop_sequence",
         "stopped",
         "tools",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, read: Reader) -> None:
+        self.read = read
         self.id: str | None = None
         self.model: str | None = None
         self.input_tokens = 0
@@ -635,47 +767,61 @@ class _StreamState:
         self.stop_sequence: str | None = None
         self.stopped = False
         # content block index -> (id, name, input JSON pieces, input given at block start)
-        self.tools: dict[int, tuple[str, str, list[str], Any]] = {}
+        self.tools: dict[int, tuple[str, str, list[str], str]] = {}
 
     def feed(self, event: Any) -> str:
         """Take one event in; return its text delta ("" for every other event)."""
-        kind = event.type
+        read = self.read
+        read.of_type(event, _OBJECT, "the event", "an event object")
+        kind = getattr(event, "type", None)
         if kind == "content_block_delta":
-            delta = event.delta
+            delta = read.of_type(event.delta, _OBJECT, "delta", "a delta object")
             if delta.type == "text_delta":
-                return str(delta.text)
-            if delta.type == "input_json_delta" and event.index in self.tools:
-                self.tools[event.index][2].append(delta.partial_json)
+                return read.text(delta.text, "delta.text")
+            index = read.index(event.index, "index")
+            if delta.type == "input_json_delta" and index in self.tools:
+                self.tools[index][2].append(read.text(delta.partial_json, "delta.partial_json"))
         elif kind == "message_start":
-            message = event.message
-            self.id, self.model = message.id, message.model
-            usage, self.cache = _usage(message.usage)
+            message = read.of_type(event.message, _OBJECT, "message", "a message object")
+            self.id = read.optional_text(message.id, "message.id")
+            self.model = read.optional_text(message.model, "message.model")
+            usage, self.cache = _usage(read, message.usage)
             self.input_tokens, self.output_tokens = usage.input_tokens, usage.output_tokens
         elif kind == "content_block_start":
-            block = event.content_block
+            block = read.of_type(event.content_block, _OBJECT, "content_block", "a block object")
             if block.type == "tool_use":
-                self.tools[event.index] = (block.id, block.name, [], block.input)
-            elif block.type == "text" and block.text:
-                return str(block.text)
+                self.tools[read.index(event.index, "index")] = (
+                    read.text(block.id, "content_block.id"),
+                    read.text(block.name, "content_block.name"),
+                    [],
+                    _tool_arguments(read, block.input, "content_block.input"),
+                )
+            elif block.type == "text":
+                return read.text(block.text, "content_block.text")
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason
-            self.stop_sequence = event.delta.stop_sequence
-            usage = event.usage
-            self.output_tokens = usage.output_tokens
-            # Newer servers repeat the input counts here; they are final, so they win.
-            if usage.input_tokens is not None:
-                total, self.cache = _usage(usage)
-                self.input_tokens = total.input_tokens
+            self._message_delta(event)
         elif kind == "message_stop":
             self.stopped = True
         return ""
+
+    def _message_delta(self, event: Any) -> None:
+        read = self.read
+        delta = read.of_type(event.delta, _OBJECT, "delta", "a delta object")
+        self.stop_reason = read.optional_text(delta.stop_reason, "delta.stop_reason")
+        self.stop_sequence = read.optional_text(delta.stop_sequence, "delta.stop_sequence")
+        usage = read.of_type(event.usage, _OBJECT, "usage", "a usage object")
+        self.output_tokens = read.count(usage.output_tokens, "usage.output_tokens")
+        # Newer servers repeat the input counts here; they are final, so they win.
+        if getattr(usage, "input_tokens", None) is not None:
+            total, self.cache = _usage(read, usage)
+            self.input_tokens = total.input_tokens
 
     def final_chunk(self) -> ChatResponse:
         """The last chunk: tool calls, usage, finish reason, id and model."""
         calls = []
         for index in sorted(self.tools):
             tool_id, name, pieces, initial = self.tools[index]
-            arguments = "".join(pieces) or json.dumps(initial or {})
+            arguments = "".join(pieces) or initial
             calls.append(ToolCall(tool_id, name, arguments))
         return _response_of(
             text="",

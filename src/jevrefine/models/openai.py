@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+import anyio
 import httpx2
 
 try:
@@ -37,8 +38,10 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
     ) from _import_error
 
 from .._headers import parse_retry_after, redact_error, safe_headers
+from .._validate import secret, text
 from ..exceptions import (
     EmptyResponseError,
+    IncompleteResponseError,
     ModelConnectionError,
     ModelError,
     ModelHTTPError,
@@ -67,7 +70,9 @@ from ._bounded_transport import (
     bounded_http_client,
     check_max_response_bytes,
 )
-from ._stream_items import unreadable_items_raise
+from ._deadlines import Deadlines, Pace, call_expired, check_max_retries
+from ._log_scrub import register_key, unregister_key
+from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
 from .base import ChatModel
 
 __all__ = ["OpenAIChatModel"]
@@ -76,8 +81,16 @@ _PLACEHOLDER_KEY: Final = "not-needed"
 """Sent to a server given by `base_url` when no key is set: local servers ignore the key, but
 the SDK refuses to build a client without one."""
 
-_SDK_ERRORS: Final = (openai.OpenAIError, json.JSONDecodeError, httpx2.TransportError)
-"""What the SDK and, while a stream is read, the transport raise: translated by the adapter."""
+_SDK_ERRORS: Final = (
+    openai.OpenAIError,
+    ValueError,  # a body the decoder refuses: bad JSON, a 4,301-digit number, bad UTF-8 in SSE
+    RecursionError,  # JSON nested past the decoder
+    OverflowError,
+    httpx2.TransportError,
+)
+"""What the SDK and, while a stream is read, the transport and the decoders raise: translated
+by the adapter. The adapter builds every request argument itself, so a `ValueError` out of the
+SDK's call comes from reading the server's answer."""
 
 _FINISH_REASONS: Final = {"function_call": "tool_calls"}
 """Provider finish reasons that the conventions spell differently (the legacy function-call
@@ -99,20 +112,33 @@ class OpenAIChatModel(ChatModel):
             `options.model` replaces `model`.
         max_retries: transport retries of the `openai` SDK (connection errors, timeouts, 408,
             409, 429, 5xx), with its exponential backoff. `0` turns them off.
-        timeout: seconds to wait for a response (per attempt); the SDK's default when `None`.
-            A read timeout is retried like a connection error: a request the server received
-            may be sent again (and billed again); `max_retries=0` prevents that.
+        timeout: seconds the SDK waits for each network operation (connect, write, each read);
+            the SDK's default (600 s) when `None`. In a stream it is also the longest gap
+            between two chunks. A read timeout is retried like a connection error: a request
+            the server received may be sent again (and billed again); `max_retries=0` prevents
+            that.
+        total_timeout: seconds for a whole `call()`, the SDK's retries and backoff included,
+            and for a stream to deliver its first chunk. When `None`: `timeout` (or 600 s)
+            per attempt, times `1 + max_retries`, plus the SDK's backoff. Past it the call
+            raises `ModelTimeoutError` and its connection is closed.
+        stream_timeout: seconds for a whole stream, from the request to its last chunk;
+            `None` (the default) for no bound beyond the gaps between chunks.
         max_response_bytes: the most bytes of a response body read (32 MiB by default; `None`
             for no cap). A body past it raises `ResponseTooLargeError` (a `ModelError`) and its
             connection is closed. Not with `client=`: the caller's client reads as it is set up.
 
     Raises:
-        UserError: no API key for OpenAI's own API, or `client` given with `base_url`/`api_key`
-            (or a `max_response_bytes` of its own).
+        UserError: an argument of the wrong type or out of range (naming it and what to pass),
+            no API key for OpenAI's own API, or `client` given with `base_url`/`api_key` (or a
+            `max_response_bytes` of its own).
 
     Errors of a call are `jevrefine.exceptions`: `ModelHTTPError` (with `status_code`, the
-    decoded `body` and `retry_after`), `ModelTimeoutError`, `ModelConnectionError` and
-    `EmptyResponseError`, each raised `from` the SDK's exception.
+    decoded `body` and `retry_after`), `ModelTimeoutError`, `ModelConnectionError`,
+    `IncompleteResponseError` (a stream cut off mid-answer), `EmptyResponseError`, and
+    `ModelError` for a response that does not read as the API defines it (a value of the wrong
+    type, a count out of range, a body the JSON decoder refuses). Every one names the model
+    and the server. Strings the server sends (id, model, answer text, error bodies) have the
+    API key blanked out before they are kept.
     """
 
     provider: ClassVar[str] = "openai"
@@ -129,21 +155,29 @@ class OpenAIChatModel(ChatModel):
         options: ChatOptions | None = None,
         max_retries: int = 2,
         timeout: float | None = None,
+        total_timeout: float | None = None,
+        stream_timeout: float | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise UserError(
-                "OpenAIChatModel needs a model name, e.g. OpenAIChatModel('gpt-4o-mini')"
-            )
+        # Checked once, here, through the shared validators: each message names the parameter,
+        # the value and what to pass instead.
+        model = text("model", model, nonblank=True, example="gpt-4o-mini")
+        base_url = text("base_url", base_url, optional=True, example="http://127.0.0.1:8080/v1")
+        api_key = secret("api_key", api_key)
         max_response_bytes = check_max_response_bytes(max_response_bytes)
         if options is not None and not isinstance(options, ChatOptions):
-            raise UserError(f"options must be a ChatOptions, got {type(options).__name__}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise UserError(
-                f"max_retries must be an int >= 0 (0 turns retries off), got {max_retries!r}"
+                f"options={type(options).__name__} is not a ChatOptions: pass "
+                "options=ChatOptions(...), or None"
             )
-        if timeout is not None and timeout <= 0:
-            raise UserError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        max_retries = check_max_retries(max_retries)
+        self._deadlines = Deadlines.of(
+            timeout=timeout,
+            total_timeout=total_timeout,
+            stream_timeout=stream_timeout,
+            max_retries=max_retries,
+        )
+        timeout = self._deadlines.timeout
         self._model = model
         self._options = options or ChatOptions()
         self._no_options = self._options == ChatOptions()  # nothing to merge on each call
@@ -180,8 +214,11 @@ class OpenAIChatModel(ChatModel):
                 api_key=key, base_url=base_url, max_retries=max_retries, **extra
             )
             self._owns_client = True
-        # Kept only to scrub it out of provider error texts; never printed.
+        # Kept only to scrub it out of what the server sends; never printed.
         self._secret = _key_of(self._client)
+        self._read = Reader(None if self._secret == _PLACEHOLDER_KEY else self._secret)
+        register_key(self._secret)
+        self._key_registered = True
         # Read once: telemetry needs them on every call, and the SDK's `base_url` property is
         # not free. A client whose base URL is reassigned later needs a new adapter.
         url = self._client.base_url
@@ -227,19 +264,27 @@ class OpenAIChatModel(ChatModel):
 
         Raises:
             ModelHTTPError: the server answered with an error status (after the SDK's retries).
-            ModelTimeoutError: no answer within `timeout`.
+            ModelTimeoutError: no answer within `total_timeout` (or a read past `timeout`).
             ModelConnectionError: the server could not be reached.
             EmptyResponseError: the response held no choices.
+            ModelError: the response does not read as a chat completion.
         """
         params, extra_body = self._request(prompt)
         model = params["model"]
+        completion: Any = None
         try:
-            completion = await self._client.chat.completions.create(**params, extra_body=extra_body)
+            # The whole call, the SDK's retries included: the SDK's timeout is per read only.
+            with anyio.CancelScope(deadline=anyio.current_time() + self._deadlines.total) as scope:
+                completion = await self._client.chat.completions.create(
+                    **params, extra_body=extra_body
+                )
         except ModelError as error:  # raised by the capped HTTP client
             self._redact(error)
             raise
         except _SDK_ERRORS as exc:
             raise self._model_error(exc, model) from exc
+        if scope.cancelled_caught:
+            raise call_expired(self._deadlines, model, self.base_url)
         if not isinstance(completion, ChatCompletion):
             # The SDK hands back a 200 body it could not read as an object (text without a JSON
             # content type, a JSON list) unchanged: say so, instead of an AttributeError later.
@@ -248,7 +293,17 @@ class OpenAIChatModel(ChatModel):
                 f"expected a chat completion object, got {type(completion).__name__}",
                 model_name=model,
             )
-        return _response_of(completion, model)
+        try:
+            return _response_of(self._read, completion, model)
+        except UNREADABLE as exc:
+            # One place for every value that does not read (see `_stream_items`); the server's
+            # address is only worked out here, off the fast path.
+            unreadable = unreadable_error(model, self.base_url, "response", exc)
+            self._redact(unreadable)
+            raise unreadable from unreadable.__cause__
+        except ModelError as error:
+            self._redact(error)
+            raise
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         """Ask the model and yield one `ChatResponse` per text delta.
@@ -259,56 +314,79 @@ class OpenAIChatModel(ChatModel):
 
         Raises:
             ModelHTTPError: the server answered with an error status (after the SDK's retries).
-            ModelTimeoutError: no answer within `timeout`.
-            ModelConnectionError: the server could not be reached, or the stream broke.
+            ModelTimeoutError: no first chunk within `total_timeout`, a gap between chunks
+                longer than `timeout`, or the whole stream past `stream_timeout`.
+            ModelConnectionError: the server could not be reached.
+            IncompleteResponseError: the stream broke off, or ended without a finish reason.
             EmptyResponseError: the stream ended without any choice.
+            ModelError: a chunk does not read as the API defines it.
         """
         params, extra_body = self._request(prompt)
         model = params["model"]
-        state = _StreamState()
+        where = self.base_url
+        state = _StreamState(self._read)
+        pace = Pace(self._deadlines)
         try:
-            chunks = await self._client.chat.completions.create(
-                **params,
-                extra_body=extra_body,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
+            with pace.scope() as opening:
+                chunks = await self._client.chat.completions.create(
+                    **params,
+                    extra_body=extra_body,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+            if opening.cancelled_caught:
+                raise pace.expired(model, where)
             try:
-                async for chunk in chunks:
-                    with unreadable_items_raise(model, self.base_url, "stream chunk", self._scrub):
-                        text = state.add(chunk)
-                    if text:
+                iterator = chunks.__aiter__()
+                while True:
+                    # Each wait for a chunk has its own deadline (the first one's is
+                    # `total_timeout`, then `timeout`); the scope never spans a `yield`.
+                    with pace.scope() as waiting:
+                        try:
+                            chunk = await iterator.__anext__()
+                        except StopAsyncIteration:
+                            break
+                    if waiting.cancelled_caught:
+                        raise pace.expired(model, where)
+                    pace.advanced()
+                    with unreadable_items_raise(model, where, "stream chunk", self._read.scrub):
+                        delta = state.add(chunk)
+                    if delta:
                         yield ChatResponse(
-                            (Generation(AssistantMessage(text)),),
+                            (Generation(AssistantMessage(delta)),),
                             ChatResponseMetadata(id=state.id, model=state.model),
                         )
             except openai.APITimeoutError as exc:
                 # Once the stream has begun the SDK retries nothing: say what happened.
                 raise ModelTimeoutError(
-                    f"{model} at {self.base_url} stopped sending the stream for longer than the "
+                    f"{model} at {where} stopped sending the stream for longer than the "
                     "timeout; the answer is incomplete",
                     model_name=model,
                 ) from exc
             except openai.APIConnectionError as exc:
                 cause = exc.__cause__
                 detail = f": {type(cause).__name__} {self._scrub(str(cause))}" if cause else ""
-                raise ModelConnectionError(
-                    f"the stream from {model} at {self.base_url} broke off; the answer is "
+                raise IncompleteResponseError(
+                    f"the stream from {model} at {where} broke off; the answer is "
                     f"incomplete{detail}".rstrip(),
                     model_name=model,
                 ) from exc
             finally:
-                # Closing releases the connection when the consumer stops early.
+                # Closing releases the connection when the consumer stops early, and closes
+                # one a deadline cut off mid-read.
                 await chunks.close()
+            yield state.final_chunk(model, where)
         except ModelError as error:
             self._redact(error)
             raise
         except _SDK_ERRORS as exc:
             raise self._model_error(exc, model) from exc
-        yield state.final_chunk(model)
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this model created it (a client passed in stays open)."""
+        if self._key_registered:  # once, however often aclose() is called
+            self._key_registered = False
+            unregister_key(self._secret)
         if self._owns_client:
             await self._client.close()
 
@@ -387,12 +465,14 @@ class OpenAIChatModel(ChatModel):
                 model_name=model,
                 headers=safe_headers(response.headers),
             )
-        if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
-            # Anything else the SDK raises: an error event in a stream, or a body that is not
-            # JSON (the SDK lets the decoder's error through).
+        if isinstance(exc, (openai.OpenAIError, ValueError, RecursionError, OverflowError)):
+            # Anything else the SDK raises (an error event in a stream), and what the decoders
+            # let through: a body that is not JSON, a number past Python's 4,300-digit limit,
+            # bytes that are not UTF-8 inside an event.
+            kind = "" if isinstance(exc, openai.OpenAIError) else f"{type(exc).__name__}: "
             return ModelError(
                 f"{model} at {self.base_url} sent a response that could not be read: "
-                f"{self._scrub(str(exc))}",
+                f"{kind}{self._scrub(str(exc))}",
                 model_name=model,
             )
         if isinstance(exc, httpx2.TimeoutException):
@@ -495,84 +575,122 @@ def _plain(value: Any) -> Any:
 
 
 # -- response mapping ----------------------------------------------------------------------
+#
+# Every value kept from the SDK's objects goes through the `Reader` (type, range, the key blanked
+# out), and all of it runs inside one `unreadable_items_raise` per response or chunk: see
+# `_stream_items`. `openai.BaseModel` is what the SDK builds for a JSON object; anything else
+# where the API has an object (an int among the choices, `null` for a message) is refused.
+
+_OBJECT: Final = openai.BaseModel
 
 
-def _finish_reason(reason: str | None) -> str | None:
-    if reason is None:
+def _finish_reason(read: Reader, reason: object, where: str) -> str | None:
+    text = read.optional_text(reason, where)
+    if text is None:
         return None
-    lowered = reason.lower()
+    lowered = text.lower()
     return _FINISH_REASONS.get(lowered, lowered)
 
 
-def _usage_of(usage: Any) -> Usage:
+def _usage_of(read: Reader, usage: object) -> Usage:
     if usage is None:
         return Usage()
-    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+    read.of_type(usage, _OBJECT, "usage", "a usage object")
+    return Usage(
+        read.count(getattr(usage, "prompt_tokens", None), "usage.prompt_tokens"),
+        read.count(getattr(usage, "completion_tokens", None), "usage.completion_tokens"),
+    )
 
 
-def _logprobs_of(content: Sequence[Any] | None) -> list[TokenLogprob]:
-    return [
-        TokenLogprob(
-            item.token,
-            item.logprob,
-            tuple((top.token, top.logprob) for top in item.top_logprobs or ()),
+def _logprobs_of(read: Reader, content: object, where: str) -> list[TokenLogprob]:
+    result: list[TokenLogprob] = []
+    for item in read.items(content, where):
+        read.of_type(item, _OBJECT, where, "a token log probability object")
+        top = tuple(
+            (read.text(t.token, f"{where}.top_logprobs.token"), read.number(t.logprob, where))
+            for t in read.items(item.top_logprobs, f"{where}.top_logprobs")
         )
-        for item in content or ()
-    ]
+        result.append(
+            TokenLogprob(
+                read.text(item.token, f"{where}.token"), read.number(item.logprob, where), top
+            )
+        )
+    return result
 
 
-def _tool_calls_of(calls: Sequence[Any] | None) -> tuple[ToolCall, ...]:
+def _tool_calls_of(read: Reader, calls: object, where: str) -> tuple[ToolCall, ...]:
     result: list[ToolCall] = []
-    for call in calls or ():
+    for call in read.items(calls, where):
+        read.of_type(call, _OBJECT, where, "a tool call object")
         function = getattr(call, "function", None)
         if function is None:  # a custom (non-function) tool call: jevrefine offers none
             continue
-        result.append(ToolCall(call.id or "", function.name or "", function.arguments or ""))
+        read.of_type(function, _OBJECT, f"{where}.function", "a function object")
+        result.append(
+            ToolCall(
+                read.text(call.id, f"{where}.id"),
+                read.text(function.name, f"{where}.function.name"),
+                read.text(function.arguments, f"{where}.function.arguments"),
+            )
+        )
     return tuple(result)
 
 
-def _index_of(choice: Any) -> int:
-    return int(choice.index)
+def _generation_of(read: Reader, item: object) -> tuple[int, Generation, str | None]:
+    """One choice as (its index, the generation, its finish reason)."""
+    choice = read.of_type(item, _OBJECT, "choices[]", "a choice object")
+    message = read.of_type(
+        getattr(choice, "message", None), _OBJECT, "choices[].message", "a message object"
+    )
+    metadata: dict[str, Any] = {}
+    reason = _finish_reason(read, choice.finish_reason, "choices[].finish_reason")
+    if reason is not None:
+        metadata["finish_reason"] = reason
+    logprobs = getattr(choice, "logprobs", None)
+    if logprobs is not None:
+        read.of_type(logprobs, _OBJECT, "choices[].logprobs", "a logprobs object")
+        if logprobs.content is not None:
+            metadata["logprobs"] = _logprobs_of(read, logprobs.content, "logprobs.content")
+    calls = _tool_calls_of(read, message.tool_calls, "message.tool_calls")
+    text = read.text(message.content, "choices[].message.content")
+    index = read.index(getattr(choice, "index", 0), "choices[].index")
+    return index, Generation(AssistantMessage(text, calls), metadata), reason
 
 
-def _response_of(completion: Any, model: str) -> ChatResponse:
-    if not completion.choices:
+def _response_of(read: Reader, completion: Any, model: str) -> ChatResponse:
+    choices = read.items(completion.choices, "choices")
+    if not choices:
         raise EmptyResponseError(
-            f"{model} returned no choices; check the provider's content filter and that "
+            f"{model} returned no choices; check the provider's content filter and "
             "max_tokens leaves room for an answer",
             model_name=model,
         )
-    choices = completion.choices
-    if len(choices) > 1:
-        choices = sorted(choices, key=_index_of)
+    read_choices = [_generation_of(read, choice) for choice in choices]
+    if len(read_choices) > 1:
+        read_choices.sort(key=_first)
     generations: list[Generation] = []
     reasons: list[str] = []
-    for choice in choices:
-        message = choice.message
-        metadata: dict[str, Any] = {}
-        reason = _finish_reason(choice.finish_reason)
+    for _, generation, reason in read_choices:
+        generations.append(generation)
         if reason is not None:
-            metadata["finish_reason"] = reason
             reasons.append(reason)
-        if choice.logprobs is not None and choice.logprobs.content is not None:
-            metadata["logprobs"] = _logprobs_of(choice.logprobs.content)
-        calls = _tool_calls_of(message.tool_calls) if message.tool_calls else ()
-        generations.append(Generation(AssistantMessage(message.content or "", calls), metadata))
-    extra = (
-        {"system_fingerprint": completion.system_fingerprint}
-        if completion.system_fingerprint
-        else {}
+    fingerprint = read.optional_text(
+        getattr(completion, "system_fingerprint", None), "system_fingerprint"
     )
     return ChatResponse(
         tuple(generations),
         ChatResponseMetadata(
-            id=completion.id or None,
-            model=completion.model or None,
-            usage=_usage_of(completion.usage),
+            id=read.optional_text(completion.id, "id"),
+            model=read.optional_text(completion.model, "model"),
+            usage=_usage_of(read, completion.usage),
             finish_reasons=tuple(reasons),
-            extra=extra,
+            extra={"system_fingerprint": fingerprint} if fingerprint else {},
         ),
     )
+
+
+def _first(item: tuple[int, Generation, str | None]) -> int:
+    return item[0]
 
 
 @dataclass
@@ -586,6 +704,7 @@ class _PartialToolCall:
 class _StreamState:
     """What a stream has said so far, beyond the text already yielded."""
 
+    read: Reader
     id: str | None = None
     model: str | None = None
     usage: Usage = field(default_factory=Usage)
@@ -598,49 +717,83 @@ class _StreamState:
 
     def add(self, chunk: Any) -> str:
         """Take in one chunk; return its text delta (of the first choice)."""
-        self.id = chunk.id or self.id
-        self.model = chunk.model or self.model
-        self.system_fingerprint = chunk.system_fingerprint or self.system_fingerprint
-        if chunk.usage is not None:
-            self.usage = _usage_of(chunk.usage)
+        read = self.read
+        read.of_type(chunk, _OBJECT, "the chunk", "a chat completion chunk object")
+        self.id = read.optional_text(getattr(chunk, "id", None), "id") or self.id
+        self.model = read.optional_text(getattr(chunk, "model", None), "model") or self.model
+        fingerprint = getattr(chunk, "system_fingerprint", None)
+        if fingerprint is not None:
+            self.system_fingerprint = read.optional_text(fingerprint, "system_fingerprint")
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = _usage_of(read, usage)
         text = ""
-        for choice in chunk.choices:
+        for choice in read.items(getattr(chunk, "choices", None), "choices"):
+            read.of_type(choice, _OBJECT, "choices[]", "a choice object")
             # ChatOptions has no `n`, so a stream carries one choice; others would be ignored.
-            if choice.index != 0:
+            if read.index(getattr(choice, "index", 0), "choices[].index") != 0:
                 continue
             self.saw_choice = True
-            delta = choice.delta
-            if delta.content:
-                text = delta.content
-            for piece in delta.tool_calls or ():
-                partial = self.tool_calls.setdefault(piece.index, _PartialToolCall())
-                if piece.id:
-                    partial.id = piece.id
-                if piece.function is not None:
-                    if piece.function.name:
-                        # Servers send the name once; some repeat it, so never concatenate.
-                        partial.name = piece.function.name
-                    if piece.function.arguments:
-                        partial.arguments.append(piece.function.arguments)
-            if choice.logprobs is not None and choice.logprobs.content is not None:
-                self.logprobs_requested = True
-                self.logprobs.extend(_logprobs_of(choice.logprobs.content))
-            if choice.finish_reason is not None:
-                self.finish_reason = _finish_reason(choice.finish_reason)
+            delta = read.of_type(
+                getattr(choice, "delta", None), _OBJECT, "choices[].delta", "a delta object"
+            )
+            text = read.text(delta.content, "choices[].delta.content")
+            for piece in read.items(delta.tool_calls, "delta.tool_calls"):
+                self._add_tool_call(piece)
+            logprobs = getattr(choice, "logprobs", None)
+            if logprobs is not None:
+                read.of_type(logprobs, _OBJECT, "choices[].logprobs", "a logprobs object")
+                if logprobs.content is not None:
+                    self.logprobs_requested = True
+                    self.logprobs.extend(_logprobs_of(read, logprobs.content, "logprobs.content"))
+            reason = _finish_reason(read, choice.finish_reason, "choices[].finish_reason")
+            if reason is not None:
+                self.finish_reason = reason
         return text
 
-    def final_chunk(self, model: str) -> ChatResponse:
-        """The last chunk: whole tool calls, usage, finish reason, id and model."""
+    def _add_tool_call(self, piece: object) -> None:
+        read = self.read
+        read.of_type(piece, _OBJECT, "delta.tool_calls[]", "a tool call object")
+        index = read.index(getattr(piece, "index", 0), "delta.tool_calls[].index")
+        partial = self.tool_calls.setdefault(index, _PartialToolCall())
+        call_id = read.text(getattr(piece, "id", None), "delta.tool_calls[].id")
+        if call_id:
+            partial.id = call_id
+        function = getattr(piece, "function", None)
+        if function is not None:
+            read.of_type(function, _OBJECT, "delta.tool_calls[].function", "a function object")
+            name = read.text(function.name, "delta.tool_calls[].function.name")
+            if name:
+                # Servers send the name once; some repeat it, so never concatenate.
+                partial.name = name
+            arguments = read.text(function.arguments, "delta.tool_calls[].function.arguments")
+            if arguments:
+                partial.arguments.append(arguments)
+
+    def final_chunk(self, model: str, where: str) -> ChatResponse:
+        """The last chunk: whole tool calls, usage, finish reason, id and model.
+
+        Raises:
+            EmptyResponseError: the stream held no choice at all.
+            IncompleteResponseError: it ended without a finish reason: cut off mid-answer.
+        """
         if not self.saw_choice:
             raise EmptyResponseError(
                 f"the stream of {model} ended without any choice", model_name=model
             )
+        if self.finish_reason is None:
+            # Every OpenAI-compatible server ends an answer with a finish reason; a stream
+            # that closes without one was cut off (a proxy's idle limit, a crashed worker),
+            # and the text so far must not pass for the whole answer.
+            raise IncompleteResponseError(
+                f"the stream from {model} at {where} ended without a finish reason; the "
+                "answer is incomplete",
+                model_name=model,
+            )
         calls = tuple(
             ToolCall(p.id, p.name, "".join(p.arguments)) for _, p in sorted(self.tool_calls.items())
         )
-        metadata: dict[str, Any] = {}
-        if self.finish_reason is not None:
-            metadata["finish_reason"] = self.finish_reason
+        metadata: dict[str, Any] = {"finish_reason": self.finish_reason}
         if self.logprobs_requested:
             metadata["logprobs"] = self.logprobs
         extra = {"system_fingerprint": self.system_fingerprint} if self.system_fingerprint else {}
@@ -650,7 +803,7 @@ class _StreamState:
                 id=self.id,
                 model=self.model,
                 usage=self.usage,
-                finish_reasons=(self.finish_reason,) if self.finish_reason else (),
+                finish_reasons=(self.finish_reason,),
                 extra=extra,
             ),
         )
