@@ -337,7 +337,7 @@ def test_answer_checks() -> None:
         ("name = 'a'\nquestion = 'q'\nlevels = ['x', 'y']\n", "judge.criteria[0].levels",
          'levels belongs to kind = "score" criteria'),
         ("kind = 'score'\nname = 'a'\nquestion = 'q'\nlevels = ['x', 'y']\nminimum = 3\n",
-         "judge.criteria[0].minimum", "minimum must be between 0 and 1"),
+         "judge.criteria[0].minimum", "minimum=3.0 must be at most 1"),
         ("kind = 'score'\nname = 'a'\nquestion = 'q'\nlevels = ['x']\nminimum = 0\n",
          "judge.criteria[0].levels", "give 2 to 10, lowest first"),
         ("kind = 'score'\nname = 'a'\nquestion = 'q'\nlevels = ['x', 'y']\n",

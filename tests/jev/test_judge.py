@@ -12,6 +12,7 @@ from jevrefine.jev import (
     Judge,
     JudgeClient,
     JudgeInput,
+    JudgeResponseError,
     JudgeUsageError,
     Noul,
     NoulAnswer,
@@ -99,10 +100,14 @@ def test_judge_input_refuses_extra_fields_that_replace_standard_ones() -> None:
 
 
 def test_criteria_are_checked_when_built() -> None:
-    with pytest.raises(JudgeUsageError, match="between 0 and 1"):
+    with pytest.raises(JudgeUsageError, match=r"noul\('g'\): minimum=1.5 must be at most 1"):
         noul("g", GROUNDED, minimum=1.5)
-    with pytest.raises(JudgeUsageError, match="between 0 and 3"):
+    with pytest.raises(JudgeUsageError, match=r"score\('h'\): minimum=4 must be at most 3"):
         score("h", HELPFUL, minimum=4)
+    with pytest.raises(JudgeUsageError, match=r"minimum='0.5' is not a number"):
+        noul("g", GROUNDED, minimum="0.5")  # type: ignore[arg-type]
+    with pytest.raises(JudgeUsageError, match=r"name=' ' is blank"):
+        noul(" ", GROUNDED)
     with pytest.raises(JudgeUsageError, match=r"\['cheerful'\]"):
         choice("t", TONE, accept=["cheerful"])
     with pytest.raises(JudgeUsageError, match="defect"):
@@ -198,15 +203,15 @@ async def test_min_confidence_makes_split_answers_inconclusive_but_not_nouls() -
     assert verdict.feedback.startswith("Not sure about these either:")
 
 
-async def test_a_missing_answer_is_an_error_that_fails_only_when_asked() -> None:
+async def test_a_missing_answer_is_a_response_error_never_a_verdict() -> None:
     client = Scripted({"g": NoulAnswer(0.9)})  # no answer for "h"
     criteria = [noul("g", GROUNDED), score("h", HELPFUL, minimum=1)]
-    verdict = await Judge(client, criteria).evaluate(INPUT)
-    assert verdict.passed
-    assert verdict.errors()[0].detail == "h: the judge gave no answer"
-    verdict = await Judge(client, criteria, fail_on_error=True).evaluate(INPUT)
-    assert not verdict.passed
-    assert "- h: the judge gave no answer" in verdict.feedback
+    for fail_on_error in (True, False):  # not a finding at all, whatever the option
+        judge = Judge(client, criteria, fail_on_error=fail_on_error)
+        with pytest.raises(JudgeResponseError, match=r"'answers\.h'") as caught:
+            await judge.evaluate(INPUT)
+        assert caught.value.field_path == "answers.h"
+        assert not caught.value.is_transient
 
 
 # -- one call, checks first -------------------------------------------------------------------

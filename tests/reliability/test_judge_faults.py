@@ -249,23 +249,26 @@ async def test_unknown_answer_type_is_set_aside_with_a_warning(jev_server: FakeJ
         "latency_ms": 12,  # an extra top-level field is ignored
     }
     jev_server.fail(200, body)
+    # The question of the newer type is sent in its wire form; only what was asked is answered.
+    questions = {**QUESTIONS, "region": {"type": "polygon", "instructions": "Where is the sky?"}}
     async with _client(jev_server.base_url, Sleeps(), retries=2) as client:
         with pytest.warns(UnknownAnswerWarning, match="polygon"):
-            response = await client.system_one("The sky is blue.", QUESTIONS)
+            response = await client.system_one("The sky is blue.", questions)
     assert response.noul("grounded").noul == 0.75
     assert set(response.unknown_answers) == {"region"}
     assert len(jev_server.requests) == 1
 
 
-async def test_empty_answers_is_a_response_without_the_answer(jev_server: FakeJevServer) -> None:
-    """Promise: an empty answers map parses; asking for the missing answer is a LookupError."""
-    from jevrefine.jev import AnswerNotFoundError
+async def test_empty_answers_is_a_response_error(jev_server: FakeJevServer) -> None:
+    """Promise: an empty answers map answers none of the questions asked: a `JudgeResponseError`
+    naming `answers`, not retried (issue 16: it used to read as "no failure")."""
+    from jevrefine.jev import JudgeResponseError
 
     jev_server.fail(200, {"model": "jev-1.13.0", "answers": {}, "usage": {"input_tokens": 1}})
     async with _client(jev_server.base_url, Sleeps(), retries=2) as client:
-        response = await client.system_one("The sky is blue.", QUESTIONS)
-    with pytest.raises(AnswerNotFoundError):
-        response.noul("grounded")
+        with pytest.raises(JudgeResponseError, match="got none") as caught:
+            await client.system_one("The sky is blue.", QUESTIONS)
+    assert caught.value.field_path == "answers"
     assert len(jev_server.requests) == 1
 
 

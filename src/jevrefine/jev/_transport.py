@@ -11,6 +11,14 @@ Scope, deliberately small: HTTP/1.1 over TCP or TLS, request bodies already in m
 httpx's `Response`). No proxies and no HTTP/2: pass your own `http_client=` for those.
 A pooled connection that the server closed while idle is retried once on a fresh connection,
 when the failure came before any byte of the response (as urllib3 does).
+
+Everything the server sends is checked strictly against RFC 9112, because the server may be
+broken or hostile: the status line, at most 100 header lines of at most 8 KiB each (no obs-fold,
+no control bytes), one agreeing `Content-Length` of digits only, `Transfer-Encoding: chunked` or
+nothing (never both), chunk sizes of 1 to 16 hex digits with optional extensions, CRLF after
+every chunk, at most 100 trailer lines. A violation raises `MalformedResponseError` and the
+connection is closed, never pooled. `max_response_bytes` bounds the body under every framing
+(declared length, chunked, read until close): no more than one byte past it is ever read.
 """
 
 from __future__ import annotations
@@ -25,10 +33,30 @@ import anyio
 import anyio.abc
 import httpx2
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "KeepAliveTransport", "ResponseTooLargeError"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "KeepAliveTransport",
+    "MalformedResponseError",
+    "ResponseTooLargeError",
+]
 
 _MAX_HEAD: Final = 64 * 1024
+"""The status line and headers together (and, separately, the trailers)."""
+_MAX_HEADERS: Final = 100
+"""Header lines of one response (and trailer lines of one chunked body)."""
+_MAX_LINE: Final = 8 * 1024
+"""One header, trailer or chunk-size line."""
+_MAX_CHUNK_DIGITS: Final = 16
+"""Hex digits of a chunk size: 16 already spell 2**64 - 1, far past any cap."""
+_MAX_LENGTH_DIGITS: Final = 18
+"""Digits of a Content-Length read as a number; longer ones are past any cap anyway."""
+_HUGE: Final = 10**_MAX_LENGTH_DIGITS
+_MAX_INTERIM: Final = 10
+"""Interim (1xx) responses skipped before the final one."""
 _READ_SIZE: Final = 65536
+_HEXDIG: Final = b"0123456789abcdefABCDEF"
+_TCHAR: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_CONTROL: Final = bytes(range(32)) + b"\x7f"
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
 DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
 """A System One answer is kilobytes; a body past this is a broken or hostile server, and reading
@@ -37,6 +65,13 @@ it whole would let one response take the process's memory."""
 
 class ResponseTooLargeError(httpx2.TransportError):
     """The response body is longer than the transport's `max_response_bytes` (not retried)."""
+
+
+class MalformedResponseError(httpx2.RemoteProtocolError):
+    """The server's bytes are not a valid HTTP/1.1 response (not retried: it would answer so again).
+
+    A connection that ends early is not this, but a plain `httpx2.RemoteProtocolError`.
+    """
 
 
 class _StaleConnection(Exception):
@@ -51,9 +86,10 @@ class _Connection:
         self.buffer = bytearray()
         self.idle_since = 0.0
 
-    async def read_more(self) -> bool:
+    async def read_more(self, at_most: int) -> bool:
+        """Append up to `at_most` bytes (and never more than 64 KiB) to the buffer."""
         try:
-            chunk = await self.stream.receive(_READ_SIZE)
+            chunk = await self.stream.receive(min(at_most, _READ_SIZE))
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             return False
         self.buffer += chunk
@@ -217,85 +253,26 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
     async def _read_response(
         self, connection: _Connection, request: httpx2.Request, reused: bool
     ) -> tuple[httpx2.Response, bool]:
-        buffer = connection.buffer
-        while (end := buffer.find(b"\r\n\r\n")) < 0:
-            if len(buffer) > _MAX_HEAD:
-                raise httpx2.RemoteProtocolError("response head too large", request=request)
-            if not await connection.read_more():
-                if reused and not buffer:
-                    raise _StaleConnection("the server closed an idle connection")
-                raise httpx2.RemoteProtocolError(
-                    "the server closed the connection without a full response", request=request
-                )
-        lines = bytes(buffer[:end]).split(b"\r\n")
-        del buffer[: end + 4]
-        try:
-            version, status_text, *reason = lines[0].split(b" ", 2)
-            status = int(status_text)
-        except ValueError:
-            raise httpx2.RemoteProtocolError(
-                f"malformed status line {lines[0][:100]!r}", request=request
-            ) from None
-        headers: list[tuple[bytes, bytes]] = []
-        length: int | None = None
-        chunked = False
-        close = version == b"HTTP/1.0"
-        for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep:
-                raise httpx2.RemoteProtocolError("malformed response header", request=request)
-            name, value = name.strip(), value.strip()
-            headers.append((name, value))
-            lower = name.lower()
-            if lower == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    raise httpx2.RemoteProtocolError(
-                        "bad content-length", request=request
-                    ) from None
-            elif lower == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif lower == b"connection":
-                token = value.lower()
-                close = close or b"close" in token
-                if b"keep-alive" in token:
-                    close = False
-        if request.method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
+        head = await _read_head(connection, request, reused)
+        framing = _framing(head, request)
+        limit = self._max_response_bytes
+        delimited = True
+        if request.method == "HEAD" or head.status in _NO_BODY_STATUSES:
             content = b""
-        elif chunked:
-            content = await _read_chunked(connection, request, self._max_response_bytes)
-        elif length is not None:
-            if length > self._max_response_bytes:
-                raise self._too_large(request)
-            while len(buffer) < length:
-                if not await connection.read_more():
-                    raise httpx2.RemoteProtocolError("incomplete response body", request=request)
-            content = bytes(buffer[:length])
-            del buffer[:length]
+        elif framing.chunked:
+            content = await _read_chunked(connection, request, limit)
+        elif framing.length is not None:
+            content = await _read_exactly(connection, request, framing.length, limit)
         else:
-            while await connection.read_more():
-                if len(buffer) > self._max_response_bytes:
-                    raise self._too_large(request)
-            content = bytes(buffer)
-            buffer.clear()
-            close = True
+            content = await _read_until_close(connection, request, limit)
+            delimited = False  # read to the end of the stream: nothing left to reuse
         response = httpx2.Response(
-            status,
-            headers=headers,
+            head.status,
+            headers=head.headers,
             stream=httpx2.ByteStream(content),
-            extensions={
-                "http_version": b"HTTP/1.1",
-                "reason_phrase": reason[0] if reason else b"",
-            },
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
         )
-        return response, not close
-
-    def _too_large(self, request: httpx2.Request) -> ResponseTooLargeError:
-        return ResponseTooLargeError(
-            f"the response body is longer than {self._max_response_bytes} bytes",
-            request=request,
-        )
+        return response, framing.keep_alive and delimited
 
     async def aclose(self) -> None:
         """Close every idle connection."""
@@ -306,35 +283,231 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
                 await connection.close()
 
 
+# -- reading a response: every byte the server sends is checked against RFC 9112 -------------
+
+
+def _malformed(request: httpx2.Request, what: str, raw: bytes = b"") -> MalformedResponseError:
+    # At most a short prefix of what the server sent: enough to recognise it, never a flood.
+    quoted = f" {raw[:60]!r}" if raw else ""
+    return MalformedResponseError(f"malformed response: {what}{quoted}", request=request)
+
+
+def _too_large(request: httpx2.Request, limit: int) -> ResponseTooLargeError:
+    return ResponseTooLargeError(f"the response body is longer than {limit} bytes", request=request)
+
+
+def _is_token(value: bytes) -> bool:
+    return bool(value) and not value.translate(None, _TCHAR)
+
+
+def _has_control(value: bytes) -> bool:
+    return bool(value) and len(value.translate(None, _CONTROL)) != len(value)
+
+
+class _Head:
+    __slots__ = ("headers", "reason", "status", "version")
+
+    def __init__(
+        self, version: bytes, status: int, reason: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+
+
+class _Framing:
+    __slots__ = ("chunked", "keep_alive", "length")
+
+    def __init__(self, *, chunked: bool, length: int | None, keep_alive: bool) -> None:
+        self.chunked = chunked
+        self.length = length
+        self.keep_alive = keep_alive
+
+
+async def _read_head(connection: _Connection, request: httpx2.Request, reused: bool) -> _Head:
+    """The status line and headers of the final response; interim 1xx responses are skipped."""
+    for _ in range(_MAX_INTERIM + 1):
+        buffer = connection.buffer
+        while (end := buffer.find(b"\r\n\r\n")) < 0:
+            if len(buffer) > _MAX_HEAD:
+                raise _malformed(request, f"the head is longer than {_MAX_HEAD} bytes")
+            if not await connection.read_more(_READ_SIZE):
+                if reused and not buffer:
+                    raise _StaleConnection("the server closed an idle connection")
+                raise httpx2.RemoteProtocolError(
+                    "the server closed the connection without a full response", request=request
+                )
+        if end > _MAX_HEAD:
+            raise _malformed(request, f"the head is longer than {_MAX_HEAD} bytes")
+        lines = bytes(buffer[:end]).split(b"\r\n")
+        del buffer[: end + 4]
+        version, status, reason = _status_line(lines[0], request)
+        if len(lines) - 1 > _MAX_HEADERS:
+            raise _malformed(request, f"more than {_MAX_HEADERS} header lines")
+        headers = [_field(line, request) for line in lines[1:]]
+        if status == 101:
+            raise _malformed(request, "101 Switching Protocols was never asked for")
+        if status >= 200:
+            return _Head(version, status, reason, headers)
+    raise _malformed(request, f"more than {_MAX_INTERIM} interim (1xx) responses")
+
+
+def _status_line(line: bytes, request: httpx2.Request) -> tuple[bytes, int, bytes]:
+    version, _, rest = line.partition(b" ")
+    status_text, _, reason = rest.partition(b" ")
+    if (
+        version not in (b"HTTP/1.1", b"HTTP/1.0")
+        or len(status_text) != 3
+        or not status_text.isdigit()  # ASCII digits only, for bytes
+        or status_text[:1] not in b"12345"  # 100 to 599: RFC 9110's classes
+        or _has_control(reason.replace(b"\t", b""))
+    ):
+        raise _malformed(request, "bad status line", line)
+    return version, int(status_text), reason
+
+
+def _field(line: bytes, request: httpx2.Request) -> tuple[bytes, bytes]:
+    """One header or trailer line as (name, value); a folded or broken line is an error."""
+    if line[:1] in (b" ", b"\t"):
+        # obs-fold: RFC 9112 lets a client unfold it, but no current server sends one, and a
+        # continuation line is a classic way to hide a header from one parser and not another.
+        raise _malformed(request, "a folded header line (obs-fold)", line)
+    if len(line) > _MAX_LINE:
+        raise _malformed(request, f"a header line longer than {_MAX_LINE} bytes", line)
+    name, sep, value = line.partition(b":")
+    value = value.strip(b" \t")
+    if not sep or not _is_token(name) or _has_control(value.replace(b"\t", b"")):
+        raise _malformed(request, "bad header line", line)
+    return name, value
+
+
+def _framing(head: _Head, request: httpx2.Request) -> _Framing:
+    """How the body is delimited, and whether the connection may be reused afterwards."""
+    lengths: list[bytes] = []
+    codings: list[bytes] = []
+    close = head.version == b"HTTP/1.0"
+    for name, value in head.headers:
+        lower = name.lower()
+        if lower == b"content-length":
+            lengths.append(value)
+        elif lower == b"transfer-encoding":
+            codings.extend(c.strip(b" \t").lower() for c in value.split(b","))
+        elif lower == b"connection":
+            tokens = {t.strip(b" \t").lower() for t in value.split(b",")}
+            if b"close" in tokens:
+                close = True
+            elif b"keep-alive" in tokens:
+                close = False
+    if codings and lengths:
+        # RFC 9112 §6.1: both at once is how responses are smuggled; refuse the message.
+        raise _malformed(request, "both transfer-encoding and content-length")
+    if codings and codings != [b"chunked"]:
+        # Any other coding would have to be undone here; httpx decodes content-encoding only.
+        raise _malformed(request, "unsupported transfer-encoding", b", ".join(codings))
+    length = _content_length(lengths, request)
+    return _Framing(chunked=bool(codings), length=length, keep_alive=not close)
+
+
+def _content_length(values: list[bytes], request: httpx2.Request) -> int | None:
+    found: int | None = None
+    for raw in values:
+        for part in raw.split(b","):  # `Content-Length: 5, 5` is allowed when all agree
+            digits = part.strip(b" \t")
+            if not digits.isdigit():
+                raise _malformed(request, "bad content-length", raw)
+            # More digits than any cap has: no need to build (or limit-check) a huge int.
+            length = int(digits) if len(digits) <= _MAX_LENGTH_DIGITS else _HUGE
+            if found is not None and length != found:
+                raise _malformed(request, "content-length values disagree", raw)
+            found = length
+    return found
+
+
+async def _read_exactly(
+    connection: _Connection, request: httpx2.Request, length: int, limit: int
+) -> bytes:
+    if length > limit:
+        raise _too_large(request, limit)
+    buffer = connection.buffer
+    while len(buffer) < length:
+        if not await connection.read_more(length - len(buffer)):
+            raise httpx2.RemoteProtocolError("incomplete response body", request=request)
+    content = bytes(buffer[:length])
+    del buffer[:length]
+    return content
+
+
+async def _read_until_close(connection: _Connection, request: httpx2.Request, limit: int) -> bytes:
+    buffer = connection.buffer
+    # Never ask for more than one byte past the cap: the cap bounds what is read, not only
+    # what is kept.
+    while len(buffer) <= limit and await connection.read_more(limit + 1 - len(buffer)):
+        pass
+    if len(buffer) > limit:
+        raise _too_large(request, limit)
+    content = bytes(buffer)
+    buffer.clear()
+    return content
+
+
+async def _read_line(connection: _Connection, request: httpx2.Request, what: str) -> bytes:
+    """One CRLF-terminated line of the chunked framing, at most `_MAX_LINE` bytes."""
+    buffer = connection.buffer
+    while (end := buffer.find(b"\r\n", 0, _MAX_LINE + 2)) < 0:
+        if len(buffer) > _MAX_LINE:
+            raise _malformed(request, f"{what} line longer than {_MAX_LINE} bytes", bytes(buffer))
+        if not await connection.read_more(_READ_SIZE):
+            raise httpx2.RemoteProtocolError("incomplete chunked body", request=request)
+    line = bytes(buffer[:end])
+    del buffer[: end + 2]
+    return line
+
+
+def _chunk_size(line: bytes, request: httpx2.Request) -> int:
+    """`1*HEXDIG [ BWS ";" chunk-ext ]`; extensions are checked for control bytes, then ignored."""
+    digits, sep, extension = line.partition(b";")
+    if sep:
+        digits = digits.rstrip(b" \t")  # BWS is allowed before the `;` only
+        if _has_control(extension.replace(b"\t", b"")):
+            raise _malformed(request, "bad chunk extension", line)
+    if not digits or len(digits) > _MAX_CHUNK_DIGITS or digits.translate(None, _HEXDIG):
+        # Not int(x, 16): it takes '-', '+', '0x', blanks and '_', and a negative size once
+        # let a server push the running total below zero and stream past the cap.
+        raise _malformed(request, "bad chunk size", line)
+    return int(digits, 16)
+
+
 async def _read_chunked(connection: _Connection, request: httpx2.Request, limit: int) -> bytes:
     buffer = connection.buffer
     parts: list[bytes] = []
     total = 0
     while True:
-        while (line_end := buffer.find(b"\r\n")) < 0:
-            if not await connection.read_more():
-                raise httpx2.RemoteProtocolError("incomplete chunked body", request=request)
-        try:
-            size = int(bytes(buffer[:line_end]).split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise httpx2.RemoteProtocolError("bad chunk size", request=request) from None
-        del buffer[: line_end + 2]
+        size = _chunk_size(await _read_line(connection, request, "chunk size"), request)
+        if size == 0:
+            await _skip_trailers(connection, request)
+            return b"".join(parts)
         total += size
         if total > limit:
-            raise ResponseTooLargeError(
-                f"the response body is longer than {limit} bytes", request=request
-            )
-        if size == 0:
-            # Skip optional trailers up to the blank line.
-            while (trailer_end := buffer.find(b"\r\n")) != 0:
-                if trailer_end > 0:
-                    del buffer[: trailer_end + 2]
-                elif not await connection.read_more():
-                    raise httpx2.RemoteProtocolError("incomplete chunked body", request=request)
-            del buffer[:2]
-            return b"".join(parts)
+            raise _too_large(request, limit)
         while len(buffer) < size + 2:
-            if not await connection.read_more():
+            if not await connection.read_more(size + 2 - len(buffer)):
                 raise httpx2.RemoteProtocolError("incomplete chunk", request=request)
+        if buffer[size : size + 2] != b"\r\n":
+            raise _malformed(request, "chunk data not followed by CRLF", bytes(buffer[size:]))
         parts.append(bytes(buffer[:size]))
         del buffer[: size + 2]
+
+
+async def _skip_trailers(connection: _Connection, request: httpx2.Request) -> None:
+    """Read the trailer section up to its blank line; trailers are checked, then dropped."""
+    size = 0
+    for _ in range(_MAX_HEADERS + 1):
+        line = await _read_line(connection, request, "trailer")
+        if not line:
+            return
+        size += len(line) + 2
+        if size > _MAX_HEAD:
+            raise _malformed(request, f"trailers longer than {_MAX_HEAD} bytes")
+        _field(line, request)
+    raise _malformed(request, f"more than {_MAX_HEADERS} trailer lines")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from .. import _validate as check
 from ..exceptions import UserError
 
 if TYPE_CHECKING:
@@ -96,8 +97,7 @@ async def iter_all(
     Raises:
         UserError: `concurrency` is below 1.
     """
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    concurrency = check.integer("concurrency", concurrency, minimum=1, example=4)
     done_in, done_out = anyio.create_memory_object_stream[BatchResult[T]](concurrency)
     input_error: list[Exception] = []
     next_item = _puller(items)
@@ -250,6 +250,12 @@ async def system_one_all(
         print(result.index, result.unwrap().noul("is_grounded").noul if result.ok else result.error)
     ```
     """
+    check.boolean("fail_fast", fail_fast)
+    if isinstance(requests, str | bytes) or not isinstance(requests, Sequence):
+        raise UserError(
+            f"requests={check.shown(requests)} is not a list: pass [SystemOneRequest(state, "
+            "questions), ...]"
+        )
     for i, request in enumerate(requests):
         if not isinstance(request, SystemOneRequest):
             raise UserError(

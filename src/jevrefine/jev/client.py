@@ -30,12 +30,13 @@ import httpx2
 from opentelemetry import trace
 from pydantic_core import from_json, to_json
 
+from .. import _validate as check
 from .._closing import AsyncClosing
 from .._headers import redact, redact_error
 from .._version import __version__
 from ..telemetry import Telemetry
 from ._telemetry import JudgeCallRecorder, record_retry
-from ._transport import KeepAliveTransport, ResponseTooLargeError
+from ._transport import KeepAliveTransport, MalformedResponseError, ResponseTooLargeError
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
     JudgeConnectionError,
@@ -46,7 +47,13 @@ from .errors import (
     api_error,
 )
 from .questions import Question, State, check_system_one_args
-from .responses import ModelInfo, SystemOneResponse, parse_models, parse_system_one
+from .responses import (
+    ModelInfo,
+    SystemOneResponse,
+    check_answers,
+    parse_models,
+    parse_system_one,
+)
 from .retry import RetryPolicy, parse_retry_after
 
 if TYPE_CHECKING:
@@ -100,7 +107,8 @@ def _json_fallback(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} cannot be sent as JSON")
 
 
-def _resolve_key(api_key: str | None) -> str:
+def _resolve_key(api_key: object) -> str:
+    api_key = check.secret("api_key", api_key, error=JudgeUsageError)
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "").strip()
     if api_key is None and not key:
         raise JudgeUsageError(
@@ -160,30 +168,53 @@ class JudgeClient(AsyncClosing):
     ) -> None:
         key = _resolve_key(api_key)
         if not isinstance(retry, RetryPolicy):
-            raise JudgeUsageError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise JudgeUsageError(f"timeout must be a positive number of seconds, got {timeout}")
-        if total_timeout is not None and not (total_timeout > 0):
             raise JudgeUsageError(
-                f"total_timeout must be a positive number of seconds or None, got {total_timeout}"
+                f"retry={check.shown(retry)} is not a RetryPolicy: pass e.g. "
+                "retry=RetryPolicy(max_retries=2)"
             )
-        if max_concurrency is not None and max_concurrency < 1:
-            raise JudgeUsageError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self._timeout = check.number(
+            "timeout", timeout, above=0, unit="seconds", example=10.0, error=JudgeUsageError
+        )
+        self._total_timeout = check.number(
+            "total_timeout",
+            total_timeout,
+            above=0,
+            optional=True,
+            unit="seconds",
+            example=30.0,
+            error=JudgeUsageError,
+        )
+        self._max_concurrency = check.integer(
+            "max_concurrency",
+            max_concurrency,
+            minimum=1,
+            optional=True,
+            example=16,
+            error=JudgeUsageError,
+        )
+        base_url = check.text("base_url", base_url, optional=True, error=JudgeUsageError)
+        model = check.text(
+            "model", model, optional=True, example="jev-latest", error=JudgeUsageError
+        )
         root = (base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL).rstrip(
             "/"
         )
-        split = urlsplit(root)
-        if split.scheme not in ("http", "https") or not split.hostname:
-            raise JudgeUsageError(f"base_url must be an http(s) URL, got {root!r}")
+        try:
+            split = urlsplit(root)
+            port = split.port  # raises for a port that is not a number from 0 to 65535
+        except ValueError:
+            split, port = None, None
+        if split is None or split.scheme not in ("http", "https") or not split.hostname:
+            raise JudgeUsageError(
+                f"base_url={check.shown(root)} is not an http(s) URL: pass the API root, e.g. "
+                f"base_url={DEFAULT_BASE_URL!r}"
+            )
         self._base_url = root
         self._model = model or os.environ.get(DEFAULT_MODEL_ENV, "").strip() or DEFAULT_MODEL
         self._retry = retry
-        self._timeout = float(timeout)
-        self._total_timeout = total_timeout
-        self._max_concurrency = max_concurrency
         self._limiter: anyio.CapacityLimiter | None = None
         self._address = split.hostname
-        self._port = split.port or (443 if split.scheme == "https" else 80)
+        self._port = port or (443 if split.scheme == "https" else 80)
         self._system_one_url = root + SYSTEM_ONE_PATH
         self._models_url = root + MODELS_PATH
         headers = {
@@ -197,8 +228,13 @@ class JudgeClient(AsyncClosing):
         # Kept only to blank it out of what a server echoes back; never printed.
         self._secret = key or None
         self._owns_http = http_client is None
+        if http_client is not None and not isinstance(http_client, httpx2.AsyncClient):
+            raise JudgeUsageError(
+                f"http_client={check.shown(http_client)} is not an httpx2.AsyncClient: pass one, "
+                "or None for the built-in pool"
+            )
         if http_client is None:
-            pool = max(_POOL_SIZE, max_concurrency or 0)
+            pool = max(_POOL_SIZE, self._max_concurrency or 0)
             if _proxy_configured():
                 # The lean transport speaks no proxy protocol: honour HTTP(S)_PROXY with httpx's.
                 http_client = httpx2.AsyncClient(
@@ -261,15 +297,15 @@ class JudgeClient(AsyncClosing):
             JudgeConnectionError: no answer (after retries); `JudgeTimeoutError` when in time.
             JudgeResponseError: the answer is not a valid System One response.
         """
-        content, model_name = self._encode(state, questions, model)
+        content, model_name, wire = self._encode(state, questions, model)
         if not self._telemetry.active():  # nothing would record the span or the metrics
-            return await self._send_system_one(content, timeout, None)
+            return await self._send_system_one(content, wire, timeout, None)
         recorder = JudgeCallRecorder(
             self._telemetry, model_name, self._address, self._port, content
         )
         try:
             with trace.use_span(recorder.span, end_on_exit=False):
-                response = await self._send_system_one(content, timeout, recorder.span)
+                response = await self._send_system_one(content, wire, timeout, recorder.span)
         except BaseException as exc:
             recorder.fail(exc)
             raise
@@ -290,8 +326,8 @@ class JudgeClient(AsyncClosing):
         For callers whose own span already stands for the call (`JevChatModel`, under the chain's
         terminal link), so that one Jev call is exactly one span.
         """
-        content, _ = self._encode(state, questions, model)
-        return await self._send_system_one(content, timeout, span)
+        content, _, wire = self._encode(state, questions, model)
+        return await self._send_system_one(content, wire, timeout, span)
 
     async def system_one_all(
         self,
@@ -306,11 +342,7 @@ class JudgeClient(AsyncClosing):
     async def models(self, *, timeout: float | None = None) -> list[ModelInfo]:  # noqa: ASYNC109
         """The models the API lists (`GET /v1/models`; aliases only, versioned ids work too)."""
         response = await self._send("GET", self._models_url, None, timeout, None)
-        try:
-            return parse_models(self._decode_ok(response))
-        except JudgeResponseError as error:
-            redact_error(error, self._secret)
-            raise
+        return parse_models(self._decode_ok(response))
 
     async def aclose(self) -> None:
         """Close the connection pool (unless the `http_client` was given to us)."""
@@ -328,7 +360,7 @@ class JudgeClient(AsyncClosing):
         state: State,
         questions: Mapping[str, Question | Mapping[str, Any]],
         model: str | None,
-    ) -> tuple[bytes, str]:
+    ) -> tuple[bytes, str, dict[str, Any]]:
         wire_questions = check_system_one_args(state, questions)
         model_name = model or self._model
         # Same field order as the official SDK, so the two send identical bodies.
@@ -337,31 +369,44 @@ class JudgeClient(AsyncClosing):
             content = to_json(body, fallback=_json_fallback)
         except (TypeError, ValueError) as exc:
             raise JudgeUsageError(f"the state cannot be sent as JSON: {exc}") from None
-        return content, model_name
+        return content, model_name, wire_questions
 
     async def _send_system_one(
         self,
         content: bytes,
+        questions: Mapping[str, Any],
         timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
         span: Span | None,
     ) -> SystemOneResponse:
         response = await self._send("POST", self._system_one_url, content, timeout, span)
-        request_id = response.headers.get(REQUEST_ID_HEADER)
-        try:
-            return parse_system_one(self._decode_ok(response), request_id)
-        except JudgeResponseError as error:
-            redact_error(error, self._secret)  # `body` holds what the server sent
-            raise
+        data = self._decode_ok(response)
+        request_id = self._request_id(response)
+        parsed = parse_system_one(data, request_id)
+        check_answers(parsed, questions, body=data)
+        return parsed
+
+    def _request_id(self, response: httpx2.Response) -> str | None:
+        """The request id header, scrubbed: it lands in errors, spans and metrics."""
+        value = response.headers.get(REQUEST_ID_HEADER)
+        return None if value is None else str(redact(value, self._secret))
 
     def _decode_ok(self, response: httpx2.Response) -> Any:
+        """The 2xx body, decoded, with the API key scrubbed out of every string in it.
+
+        Scrubbed once, here, before anything is kept: a server that echoes the key (in `model`,
+        a label, an id) would otherwise carry it into the response, spans, metrics and errors.
+        """
         try:
-            return from_json(response.content)
-        except ValueError:
+            data = from_json(response.content)
+        except ValueError as exc:
+            # pydantic_core's reason names the position ("number out of range at line 1 ...").
+            reason = str(exc)[:200]
             raise JudgeResponseError(
-                f"the API answered {response.status_code} with a body that is not JSON",
-                body=response.content[:1000].decode("utf-8", "replace"),
-                request_id=response.headers.get(REQUEST_ID_HEADER),
+                f"the API answered {response.status_code} with a body that is not JSON ({reason})",
+                body=redact(response.content[:1000].decode("utf-8", "replace"), self._secret),
+                request_id=self._request_id(response),
             ) from None
+        return redact(data, self._secret)
 
     async def _send(
         self,
@@ -383,6 +428,9 @@ class JudgeClient(AsyncClosing):
             try:
                 return await self._attempt(method, url, content, headers, per_operation, deadline)
             except JudgeError as error:
+                # Before it is logged, put on a span or raised: transport errors quote the
+                # server's bytes, and a hostile server may send the key back in them.
+                redact_error(error, self._secret)
                 if retry >= policy.max_retries or not policy.should_retry(error):
                     raise
                 retry += 1
@@ -439,7 +487,7 @@ class JudgeClient(AsyncClosing):
         raise api_error(
             status,
             redact(_error_body(response), self._secret),
-            request_id=response.headers.get(REQUEST_ID_HEADER),
+            request_id=self._request_id(response),
             endpoint=f"{method} {url}",
             retry_after=parse_retry_after(response.headers),
         )
@@ -463,9 +511,9 @@ class JudgeClient(AsyncClosing):
                 headers=headers,
                 timeout=httpx2.Timeout(timeout, pool=None),
             )
-        except ResponseTooLargeError as exc:
+        except (ResponseTooLargeError, MalformedResponseError) as exc:
             # Not a connection failure: the server answered, with something no answer can be.
-            # Retrying would read the same flood again.
+            # Retrying would read the same flood (or the same broken framing) again.
             raise JudgeResponseError(f"{method} {url}: {exc}") from None
         except httpx2.TimeoutException as exc:
             # `from None`: httpx's exception holds the request, and the request holds the key.

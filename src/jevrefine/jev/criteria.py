@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
+from .. import _validate as check_arg
 from .errors import JudgeUsageError
 from .questions import Choice, Content, Noul, Question, Score
 from .responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
@@ -52,9 +53,7 @@ def _text(content: Content) -> str:
 
 
 def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise JudgeUsageError(f"a criterion name must be a non-empty str, got {name!r}")
-    return name
+    return check_arg.text("name", name, nonblank=True, example="is_grounded", error=JudgeUsageError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +174,15 @@ Criterion: TypeAlias = QuestionCriterion | CheckCriterion
 """Any criterion a `Judge` holds."""
 
 
+def _minimum(builder: str, value: object, maximum: float, example: float) -> float:
+    try:
+        return check_arg.number(
+            "minimum", value, minimum=0, maximum=maximum, example=example, error=JudgeUsageError
+        )
+    except JudgeUsageError as exc:
+        raise JudgeUsageError(f"{builder}: {exc}") from None
+
+
 def _conditions(
     applies_when: Predicate | None,
     when_passed: str | None,
@@ -220,12 +228,12 @@ def noul(
         when_passed: Only count when this earlier criterion passed.
         when_chosen: Only count when this earlier choice criterion chose one of these labels.
     """
+    name = _check_name(name)
     if not isinstance(question, Noul):
         raise JudgeUsageError(f"noul({name!r}) needs a Noul, got {type(question).__name__}")
-    if isinstance(minimum, bool) or not isinstance(minimum, int | float) or not 0 <= minimum <= 1:
-        raise JudgeUsageError(f"noul({name!r}): minimum must be between 0 and 1, got {minimum!r}")
+    least = _minimum(f"noul({name!r})", minimum, 1, 0.7)
     conditions = _conditions(applies_when, when_passed, when_chosen)
-    return QuestionCriterion(_check_name(name), question, float(minimum), (), *conditions)
+    return QuestionCriterion(name, question, least, (), *conditions)
 
 
 def score(
@@ -247,19 +255,13 @@ def score(
         when_passed: Only count when this earlier criterion passed.
         when_chosen: Only count when this earlier choice criterion chose one of these labels.
     """
+    name = _check_name(name)
     if not isinstance(question, Score):
         raise JudgeUsageError(f"score({name!r}) needs a Score, got {type(question).__name__}")
-    if (
-        isinstance(minimum, bool)
-        or not isinstance(minimum, int | float)
-        or not 0 <= minimum <= question.max_level
-    ):
-        raise JudgeUsageError(
-            f"score({name!r}): minimum must be between 0 and {question.max_level} (the highest "
-            f"level), got {minimum!r}"
-        )
+    # The upper bound is the highest level: a minimum above it could never pass.
+    least = _minimum(f"score({name!r})", minimum, question.max_level, 1.0)
     conditions = _conditions(applies_when, when_passed, when_chosen)
-    return QuestionCriterion(_check_name(name), question, float(minimum), (), *conditions)
+    return QuestionCriterion(name, question, least, (), *conditions)
 
 
 def choice(
@@ -281,18 +283,21 @@ def choice(
         when_passed: Only count when this earlier criterion passed.
         when_chosen: Only count when this earlier choice criterion chose one of these labels.
     """
+    name = _check_name(name)
     if not isinstance(question, Choice):
         raise JudgeUsageError(f"choice({name!r}) needs a Choice, got {type(question).__name__}")
     if isinstance(accept, str) or not isinstance(accept, Sequence) or not accept:
         raise JudgeUsageError(f"choice({name!r}): accept must be a non-empty list of labels")
-    unknown = [label for label in accept if label not in question.options]
+    unknown = [
+        label for label in accept if not isinstance(label, str) or label not in question.options
+    ]
     if unknown:
         raise JudgeUsageError(
             f"choice({name!r}): accepted label(s) {unknown} are not options of the choice; "
             f"its labels are {list(question.labels)}"
         )
     conditions = _conditions(applies_when, when_passed, when_chosen)
-    return QuestionCriterion(_check_name(name), question, None, tuple(accept), *conditions)
+    return QuestionCriterion(name, question, None, tuple(accept), *conditions)
 
 
 def check(name: str, predicate: Predicate, defect: str) -> CheckCriterion:
@@ -304,11 +309,12 @@ def check(name: str, predicate: Predicate, defect: str) -> CheckCriterion:
             in the check and propagates.
         defect: The finding's detail, and the model's feedback, when the predicate is false.
     """
+    name = _check_name(name)
     if not callable(predicate):
         raise JudgeUsageError(f"check({name!r}) needs a function of the JudgeInput")
     if not isinstance(defect, str) or not defect.strip():
         raise JudgeUsageError(f"check({name!r}) needs a defect: what is wrong when it fails")
-    return CheckCriterion(_check_name(name), predicate, defect)
+    return CheckCriterion(name, predicate, defect)
 
 
 def check_criteria(criteria: Sequence[Criterion]) -> tuple[Criterion, ...]:
@@ -374,17 +380,4 @@ def unmet_dependency(criterion: QuestionCriterion, found: Mapping[str, Finding])
                 f"{criterion.name}: not applicable, {target} chose {chosen!r}, not one of "
                 f"[{', '.join(labels)}]"
             )
-    return None
-
-
-def answer_kind_error(criterion: QuestionCriterion, answer: Any) -> str | None:
-    """An ERROR detail when `answer` is missing or of the wrong type, else `None`."""
-    expected = {Noul: NoulAnswer, Score: ScoreAnswer, Choice: ChoiceAnswer}[
-        type(criterion.question)
-    ]
-    if answer is None:
-        return f"{criterion.name}: the judge gave no answer"
-    if not isinstance(answer, expected):
-        kind = getattr(answer, "type", type(answer).__name__)
-        return f"{criterion.name}: the judge answered a {kind}, not a {criterion.question.type}"
     return None

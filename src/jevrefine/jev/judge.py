@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from .. import _validate as check_arg
 from ._explain import FailureExplainer, explain_failed
 from .criteria import (
     CheckCriterion,
     Criterion,
     Predicate,
     QuestionCriterion,
-    answer_kind_error,
     check_criteria,
     score,
     unmet_dependency,
@@ -37,6 +37,7 @@ from .criteria import (
 from .errors import JudgeUsageError
 from .protocol import SystemOneClient
 from .questions import Score
+from .responses import check_answers
 from .verdict import FeedbackRenderer, Finding, Outcome, Verdict, render_feedback
 
 if TYPE_CHECKING:
@@ -151,10 +152,18 @@ class Judge:
         min_confidence: A choice or score whose supporting share (the probability on the
             verdict's side) is below this is INCONCLUSIVE. Nouls are not affected.
         fail_on_inconclusive: Count INCONCLUSIVE findings as failures.
-        fail_on_error: Count ERROR findings (a missing or unusable answer) as failures.
+        fail_on_error: Count ERROR findings (a criterion nobody could judge) as failures; on by
+            default, so an unjudged criterion never reads as a pass. Pass `False` only when
+            a verdict may pass on the criteria that were judged.
         feedback_renderer: Turns a failed verdict into the model's feedback (default: one
             `- <detail>` line per failure, then the inconclusive ones).
         model: The judge model to ask (default: the client's).
+
+    A judging response that is not a valid answer to the questions sent (an answer missing, of
+    the wrong type, a label or level the question does not have, a number out of range, an
+    answer to a question not asked) is a `JudgeResponseError` from `evaluate` / `ask`, never a
+    verdict: `check_answers` is applied to whatever the client returned. It is not transient,
+    so `SelfRefineAdvisor` re-raises it under either error policy.
     """
 
     def __init__(
@@ -165,7 +174,7 @@ class Judge:
         fail_fast: bool = False,
         min_confidence: float | None = None,
         fail_on_inconclusive: bool = False,
-        fail_on_error: bool = False,
+        fail_on_error: bool = True,
         feedback_renderer: FeedbackRenderer | None = None,
         model: str | None = None,
     ) -> None:
@@ -176,23 +185,40 @@ class Judge:
             )
         if isinstance(criteria, str | bytes) or not isinstance(criteria, Sequence):
             raise JudgeUsageError("criteria must be a list of noul(), score(), choice(), check()")
-        if min_confidence is not None and not 0 <= min_confidence <= 1:
-            raise JudgeUsageError(f"min_confidence must be between 0 and 1, got {min_confidence}")
+        if feedback_renderer is not None and not callable(feedback_renderer):
+            raise JudgeUsageError(
+                f"feedback_renderer={check_arg.shown(feedback_renderer)} is not callable: pass "
+                "a function of the Verdict returning the feedback text, or None"
+            )
         self.client = client
         """What answers the questions."""
         self.criteria = check_criteria(criteria)
         """The criteria, in declaration order."""
-        self.fail_fast = fail_fast
+        self.fail_fast = check_arg.boolean("fail_fast", fail_fast, error=JudgeUsageError)
         """Skip the judging call once a code check failed."""
-        self.min_confidence = min_confidence
+        self.min_confidence = check_arg.number(
+            "min_confidence",
+            min_confidence,
+            minimum=0,
+            maximum=1,
+            optional=True,
+            example=0.6,
+            error=JudgeUsageError,
+        )
         """The least supporting share of a conclusive choice or score."""
-        self.fail_on_inconclusive = fail_on_inconclusive
+        self.fail_on_inconclusive = check_arg.boolean(
+            "fail_on_inconclusive", fail_on_inconclusive, error=JudgeUsageError
+        )
         """Whether INCONCLUSIVE counts as failed."""
-        self.fail_on_error = fail_on_error
-        """Whether ERROR counts as failed."""
+        self.fail_on_error = check_arg.boolean(
+            "fail_on_error", fail_on_error, error=JudgeUsageError
+        )
+        """Whether ERROR counts as failed (the default)."""
         self.feedback_renderer: FeedbackRenderer = feedback_renderer or render_feedback
         """Renders a failed verdict's feedback."""
-        self.model = model
+        self.model = check_arg.text(
+            "model", model, optional=True, example="jev-latest", error=JudgeUsageError
+        )
         """The judge model asked (`None`: the client's default)."""
 
     @property
@@ -244,20 +270,16 @@ class Judge:
         """Make the one judging call for `plan` (none when nothing is to be sent); the verdict."""
         response = None
         if plan.send:
-            response = await self.client.system_one(
-                plan.input.state(), {c.name: c.question for c in plan.send}, model=self.model
-            )
+            questions = {c.name: c.question for c in plan.send}
+            response = await self.client.system_one(plan.input.state(), questions, model=self.model)
+            # Whatever the client: an answer that does not fit the questions is no verdict.
+            check_answers(response, questions)
         found: dict[str, Finding] = dict(plan.local)
         for criterion in self.criteria:
             if criterion.name in found or not isinstance(criterion, QuestionCriterion):
                 continue
             assert response is not None  # sent: it is in plan.send
-            answer = response.answers.get(criterion.name)
-            error = answer_kind_error(criterion, answer)
-            if error is not None:
-                found[criterion.name] = Finding(criterion.name, answer, Outcome.ERROR, error)
-                continue
-            assert answer is not None
+            answer = response.answers[criterion.name]  # there, of its type: checked above
             finding = criterion.decide(answer, self.min_confidence)
             unmet = unmet_dependency(criterion, found)
             if unmet is not None:

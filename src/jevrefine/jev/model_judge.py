@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import anyio
 from opentelemetry import trace
 
+from .. import _validate as check
 from ..messages import (
     ChatOptions,
     ChatResponse,
@@ -46,6 +47,7 @@ from .responses import (
     NoulAnswer,
     ScoreAnswer,
     SystemOneResponse,
+    check_answers,
     distribution_confidence,
 )
 
@@ -196,11 +198,14 @@ def _distribution(
         ]
         if not targets:
             continue
-        share = math.exp(logprob) / len(targets)  # a prefix shared by several answers is split
+        if not math.isfinite(logprob):
+            continue  # NaN or infinite: no probability at all, so it carries none
+        # A log probability above 0 is impossible (p > 1): read it as certainty, never overflow.
+        share = math.exp(min(logprob, 0.0)) / len(targets)  # a shared prefix is split
         for a in targets:
             mass[a] += share
     total = sum(mass.values())
-    if total <= 0:
+    if not total > 0:
         return None
     return {a: p / total for a, p in mass.items()}
 
@@ -280,26 +285,28 @@ class ModelJudgeClient:
             raise JudgeUsageError(
                 f"ModelJudgeClient needs a ChatModel, got {type(chat_model).__name__}"
             )
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise JudgeUsageError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        if constraint not in ("json_schema", "grammar"):
-            raise JudgeUsageError(
-                f"constraint must be 'json_schema' or 'grammar', got {constraint!r}"
-            )
-        if not 1 <= top_logprobs <= 20:
-            raise JudgeUsageError(f"top_logprobs must be between 1 and 20, got {top_logprobs}")
         self._model = chat_model
-        self._concurrency = concurrency
+        self._concurrency = check.integer(
+            "concurrency", concurrency, minimum=1, example=4, error=JudgeUsageError
+        )
         self._limiter: anyio.CapacityLimiter | None = None
-        self._constraint = constraint
-        self._logprobs = logprobs
-        self._top_logprobs = top_logprobs
-        self._system_prompt = system_prompt
-        if not 0.0 <= temperature <= 2.0:
-            raise JudgeUsageError(f"temperature must be between 0 and 2, got {temperature!r}")
-        self._temperature = float(temperature)
-        self._examples = {qid: tuple(e) for qid, e in (examples or {}).items()}
-        self.explain_failures = explain_failures
+        self._constraint = check.choice(
+            "constraint", constraint, ("json_schema", "grammar"), error=JudgeUsageError
+        )
+        self._logprobs = check.boolean("logprobs", logprobs, error=JudgeUsageError)
+        self._top_logprobs = check.integer(
+            "top_logprobs", top_logprobs, minimum=1, maximum=20, example=20, error=JudgeUsageError
+        )
+        self._system_prompt = check.text(
+            "system_prompt", system_prompt, nonblank=True, error=JudgeUsageError
+        )
+        self._temperature = check.number(
+            "temperature", temperature, minimum=0, maximum=2, example=0.0, error=JudgeUsageError
+        )
+        self._examples = _checked_examples(examples)
+        self.explain_failures = check.boolean(
+            "explain_failures", explain_failures, error=JudgeUsageError
+        )
         """Whether a `Judge` asks this client for written feedback on failed criteria."""
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
@@ -373,11 +380,14 @@ class ModelJudgeClient:
         for _, used, name in results.values():
             usage = usage + used
             answered_by = answered_by or name
-        return SystemOneResponse(
+        response = SystemOneResponse(
             answered_by or model or self._model.model_name,
             {qid: results[qid][0] for qid in specs},
             usage,
         )
+        # The same bar as Jev's own answers: the model's numbers are hostile input too.
+        check_answers(response, wire)
+        return response
 
     async def explain(
         self, state: State, question: Question | Mapping[str, Any], detail: str
@@ -455,6 +465,27 @@ class ModelJudgeClient:
         answer = _answer(spec, probabilities, calibrated)
         meta = response.metadata
         return answer, meta.usage, meta.model
+
+
+def _checked_examples(
+    examples: Mapping[str, Sequence[JudgeExample]] | None,
+) -> dict[str, tuple[JudgeExample, ...]]:
+    if examples is None:
+        return {}
+    if not isinstance(examples, Mapping):
+        raise JudgeUsageError(
+            f"examples={check.shown(examples)} is not a dict: pass question id -> "
+            "[JudgeExample(state, answer), ...], or None"
+        )
+    found: dict[str, tuple[JudgeExample, ...]] = {}
+    for qid, shots in examples.items():
+        if isinstance(shots, str | bytes) or not isinstance(shots, Sequence):
+            raise JudgeUsageError(
+                f"examples[{qid!r}]={check.shown(shots)} is not a list: pass "
+                "[JudgeExample(state, answer), ...]"
+            )
+        found[qid] = tuple(shots)
+    return found
 
 
 def _answer(spec: _Spec, probabilities: dict[str, float], calibrated: bool) -> Answer:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 
+from .. import _validate as check
 from ..exceptions import UserError
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .questions import Choice, Question
@@ -105,8 +106,14 @@ async def pairwise(
     Raises:
         JudgeError: a judging call failed.
     """
-    if not all(isinstance(v, str) for v in (question, answer_a, answer_b, criteria)):
-        raise UserError("pairwise() takes str question, answers and criteria")
+    for name, value in (
+        ("question", question),
+        ("answer_a", answer_a),
+        ("answer_b", answer_b),
+        ("criteria", criteria),
+    ):
+        check.text(name, value)
+    model = check.text("model", model, optional=True, example="jev-latest")
     questions: dict[str, Question] = {PAIRWISE_QUESTION_ID: _pairwise_question(criteria)}
     states = (
         {"user_question": question, "answer_1": answer_a, "answer_2": answer_b},
@@ -240,8 +247,8 @@ async def consistency(
         concurrency: At most this many calls in flight.
         model: The judge model (default: the client's).
     """
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= 1000:
-        raise UserError(f"samples must be an int from 1 to 1000, got {samples!r}")
+    samples = check.integer("samples", samples, minimum=1, maximum=1000, example=15)
+    model = check.text("model", model, optional=True, example="jev-latest")
     requests = [SystemOneRequest(_sample_state(state), questions, model) for _ in range(samples)]
     results = await system_one_all(client, requests, concurrency=concurrency)
     failures = tuple(r for r in results if not r.ok)

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 from ..messages import Usage
 from .errors import AnswerNotFoundError, JudgeResponseError
-from .questions import Content
+from .questions import Choice, Content, Noul, Question, Score
 
 __all__ = [
+    "MAX_TOKEN_COUNT",
+    "PROBABILITY_TOLERANCE",
     "Answer",
     "ChoiceAnswer",
     "ModelInfo",
@@ -33,12 +35,23 @@ __all__ = [
     "ScoreAnswer",
     "SystemOneResponse",
     "UnknownAnswerWarning",
+    "check_answers",
     "distribution_confidence",
     "parse_models",
     "parse_system_one",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+PROBABILITY_TOLERANCE: Final = 1e-3
+"""How far from 1 the probabilities of one choice or score answer may sum (absolute).
+
+Jev rounds each probability; a sum further off than this is not a distribution but a broken or
+hostile server, and is a `JudgeResponseError`."""
+MAX_TOKEN_COUNT: Final = 2**53 - 1
+"""The largest token count accepted in `usage` (exact as a float, fits an OTel int64)."""
+_MAX_LEVEL_DIGITS: Final = 2
+_MAX_PATH: Final = 200
 
 
 class UnknownAnswerWarning(UserWarning):
@@ -248,52 +261,82 @@ class _Bad(Exception):
 
 def _number(value: Any, path: str) -> float:
     # bool is an int subclass, but true/false is never a valid probability.
-    if type(value) is float or (type(value) is int):
-        return float(value)
-    raise _Bad(path, "a number")
+    if type(value) is float or type(value) is int:
+        try:
+            result = float(value)
+        except OverflowError:  # a 310-digit integer: no float holds it
+            raise _Bad(path, "a finite number (got an integer too large for a float)") from None
+        if math.isfinite(result):
+            return result
+        raise _Bad(path, "a finite number (got Infinity, NaN or an overflowing literal)")
+    raise _Bad(path, f"a number (got {_kind(value)})")
 
 
-def _optional_number(value: Any, path: str) -> float | None:
-    return None if value is None else _number(value, path)
+def _probability(value: Any, path: str) -> float:
+    result = _number(value, path)
+    if 0.0 <= result <= 1.0:
+        return result
+    raise _Bad(path, f"a probability from 0 to 1 (got {result!r})")
+
+
+def _optional_probability(value: Any, path: str) -> float | None:
+    return None if value is None else _probability(value, path)
+
+
+def _distribution(probabilities: Mapping[Any, float], path: str) -> None:
+    total = math.fsum(probabilities.values())
+    if abs(total - 1.0) > PROBABILITY_TOLERANCE:
+        raise _Bad(
+            path,
+            f"probabilities that sum to 1 (within {PROBABILITY_TOLERANCE:g}; got {total:.6g})",
+        )
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def _mapping(value: Any, path: str) -> Mapping[str, Any]:
     if isinstance(value, dict):
         return value
-    raise _Bad(path, "an object")
+    raise _Bad(path, f"an object (got {_kind(value)})")
 
 
 def _noul(raw: Mapping[str, Any], path: str) -> NoulAnswer:
-    return NoulAnswer(_number(raw.get("noul"), f"{path}.noul"))
+    return NoulAnswer(_probability(raw.get("noul"), f"{path}.noul"))
 
 
 def _choice(raw: Mapping[str, Any], path: str) -> ChoiceAnswer:
     label = raw.get("choice")
     if not isinstance(label, str):
-        raise _Bad(f"{path}.choice", "a string")
+        raise _Bad(f"{path}.choice", f"a string (got {_kind(label)})")
     probs = _mapping(raw.get("probabilities"), f"{path}.probabilities")
-    probabilities = {k: _number(v, f"{path}.probabilities.{k}") for k, v in probs.items()}
-    confidence = _optional_number(raw.get("confidence"), f"{path}.confidence")
+    probabilities = {k: _probability(v, f"{path}.probabilities.{k}") for k, v in probs.items()}
+    _distribution(probabilities, f"{path}.probabilities")
+    confidence = _optional_probability(raw.get("confidence"), f"{path}.confidence")
     return ChoiceAnswer(label, probabilities, confidence)
 
 
 def _level(key: str, path: str) -> int:
-    try:
+    # Not int(key): it takes ' 3', '+3', '3_0' and other scripts' digits; levels are 0 to 9.
+    if key.isascii() and key.isdigit() and len(key) <= _MAX_LEVEL_DIGITS:
         return int(key)
-    except ValueError:
-        raise _Bad(path, "level keys that are integers") from None
+    raise _Bad(path, 'level keys that are whole numbers ("0" to "9")')
 
 
 def _score(raw: Mapping[str, Any], path: str) -> ScoreAnswer:
     score = _number(raw.get("score"), f"{path}.score")
+    if score < 0:
+        raise _Bad(f"{path}.score", f"a level from 0 up (got {score!r})")
     legend_raw = _mapping(raw.get("legend"), f"{path}.legend")
     legend = {_level(k, f"{path}.legend.{k}"): v for k, v in legend_raw.items()}
     probs = _mapping(raw.get("probabilities"), f"{path}.probabilities")
     probabilities = {
-        _level(k, f"{path}.probabilities.{k}"): _number(v, f"{path}.probabilities.{k}")
+        _level(k, f"{path}.probabilities.{k}"): _probability(v, f"{path}.probabilities.{k}")
         for k, v in probs.items()
     }
-    confidence = _optional_number(raw.get("confidence"), f"{path}.confidence")
+    _distribution(probabilities, f"{path}.probabilities")
+    confidence = _optional_probability(raw.get("confidence"), f"{path}.confidence")
     return ScoreAnswer(score, legend, probabilities, confidence)
 
 
@@ -341,13 +384,7 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
                 _int_or_zero(usage_map.get("output_tokens"), "usage.output_tokens"),
             )
     except _Bad as bad:
-        where = f"at {bad.path!r}" if bad.path else "as a whole"
-        raise JudgeResponseError(
-            f"the System One response is invalid {where}: expected {bad.expected}",
-            field_path=bad.path,
-            body=data,
-            request_id=request_id,
-        ) from None
+        raise _response_error("is invalid", bad, data, request_id) from None
     if unknown:
         warnings.warn(
             "set aside answer(s) of a type this jevrefine version does not know: "
@@ -363,9 +400,128 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
 def _int_or_zero(value: Any, path: str) -> int:
     if value is None:
         return 0
-    if type(value) is int:
+    if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:
         return value
-    raise _Bad(path, "an integer")
+    raise _Bad(path, f"a token count from 0 to {MAX_TOKEN_COUNT} (got {_shown(value)})")
+
+
+def _shown(value: Any) -> str:
+    # A huge integer is described, never printed: str() of 4,301 digits raises ValueError.
+    if type(value) is int and abs(value) > MAX_TOKEN_COUNT:
+        return "an integer that large" if value > 0 else "a negative integer"
+    return repr(value) if isinstance(value, int | float) else _kind(value)
+
+
+def _response_error(
+    problem: str, bad: _Bad, body: Any, request_id: str | None
+) -> JudgeResponseError:
+    # Paths hold the server's own keys: cut, so a hostile key cannot flood the message.
+    path = bad.path if len(bad.path) <= _MAX_PATH else bad.path[: _MAX_PATH - 1] + "…"
+    where = f"at {path!r}" if bad.path else "as a whole"
+    return JudgeResponseError(
+        f"the System One response {problem} {where}: expected {bad.expected}",
+        field_path=bad.path,
+        body=body,
+        request_id=request_id,
+    )
+
+
+def check_answers(
+    response: SystemOneResponse,
+    questions: Mapping[str, Question | Mapping[str, Any]],
+    *,
+    body: Any = None,
+) -> None:
+    """Raise `JudgeResponseError` unless `response` is a valid answer to exactly `questions`.
+
+    Every question asked has one answer of its own type, and nothing else is answered: a choice's
+    label and probabilities name only the question's labels, a score and its levels lie within
+    0 to `max_level` (the score within `PROBABILITY_TOLERANCE` of that range). Answers to
+    questions of a type this version does not model are not checked. `parse_system_one` has
+    already checked that every number is finite and every distribution sums to 1.
+
+    A `SystemOneClient` that answers anything else is broken (or hostile), and what it said must
+    never be read as a verdict: `JudgeClient`, `ModelJudgeClient` and `Judge` all call this.
+    """
+    try:
+        _check_answers(response, questions)
+    except _Bad as bad:
+        raise _response_error(
+            "does not answer the questions asked", bad, body, response.request_id
+        ) from None
+
+
+def _check_answers(
+    response: SystemOneResponse, questions: Mapping[str, Question | Mapping[str, Any]]
+) -> None:
+    if not response.answers and not response.unknown_answers:
+        raise _Bad("answers", "an answer to each question asked (got none)")
+    for qid in (*response.answers, *response.unknown_answers):
+        if qid not in questions:
+            raise _Bad(f"answers.{qid}", "answers to the questions asked only (not asked)")
+    for qid, question in questions.items():
+        kind, labels, max_level = _expectation(question)
+        path = f"answers.{qid}"
+        answer = response.answers.get(qid)
+        if kind not in _PARSERS:  # a newer question type: its answer is the caller's to read
+            if answer is None and qid not in response.unknown_answers:
+                raise _Bad(path, f"an answer to the {kind} question (it is missing)")
+            continue
+        if answer is None:
+            got = response.unknown_answers.get(qid, {}).get("type")
+            missing = "it is missing" if got is None else f"got a {_kind_name(got)} answer"
+            raise _Bad(path, f"a {kind} answer ({missing})")
+        if answer.type != kind:
+            raise _Bad(f"{path}.type", f"a {kind} answer (got a {answer.type} answer)")
+        if isinstance(answer, ChoiceAnswer):
+            _check_choice(answer, labels, path)
+        elif isinstance(answer, ScoreAnswer):
+            _check_score(answer, max_level, path)
+
+
+def _expectation(question: Question | Mapping[str, Any]) -> tuple[str, tuple[str, ...], int]:
+    """(type, choice labels, score max level) of a question, typed or in wire form."""
+    if isinstance(question, Choice):
+        return "choice", question.labels, 0
+    if isinstance(question, Score):
+        return "score", (), question.max_level
+    if isinstance(question, Noul):
+        return "noul", (), 0
+    kind = str(question.get("type"))
+    criteria = question.get("criteria")
+    if kind == "choice" and isinstance(criteria, Mapping):
+        return kind, tuple(criteria), 0
+    if kind == "score" and isinstance(criteria, Sequence):
+        return kind, (), len(criteria) - 1
+    return kind, (), 0
+
+
+def _kind_name(value: Any) -> str:
+    text = str(value) if isinstance(value, str) else _kind(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _label(value: str) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _check_choice(answer: ChoiceAnswer, labels: tuple[str, ...], path: str) -> None:
+    known = set(labels)
+    if answer.choice not in known:
+        raise _Bad(f"{path}.choice", f"one of the question's labels (got {_label(answer.choice)})")
+    for label in answer.probabilities:
+        if label not in known:
+            raise _Bad(f"{path}.probabilities", f"the question's labels only (got {_label(label)})")
+
+
+def _check_score(answer: ScoreAnswer, max_level: int, path: str) -> None:
+    if answer.score > max_level + PROBABILITY_TOLERANCE * max_level:
+        raise _Bad(f"{path}.score", f"a level from 0 to {max_level} (got {answer.score!r})")
+    for what, levels in (("probabilities", answer.probabilities), ("legend", answer.legend)):
+        for level in levels:
+            if level > max_level:
+                raise _Bad(f"{path}.{what}", f"levels from 0 to {max_level} (got {level})")
 
 
 def parse_models(data: Any) -> list[ModelInfo]:

@@ -45,12 +45,20 @@ from urllib.parse import urlsplit
 
 from opentelemetry import trace
 
+from .. import _validate as check
 from ..exceptions import UserError
 from ..jev.client import DEFAULT_MODEL, JudgeClient
 from ..jev.errors import JudgeResponseError
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Choice, Noul, Question, Score, State, questions_to_wire
-from ..jev.responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneResponse
+from ..jev.responses import (
+    Answer,
+    ChoiceAnswer,
+    NoulAnswer,
+    ScoreAnswer,
+    SystemOneResponse,
+    check_answers,
+)
 from ..messages import (
     AssistantMessage,
     ChatResponse,
@@ -164,8 +172,7 @@ class JevChatModel(ChatModel):
         ):
             if hook is not None and not callable(hook):
                 raise UserError(f"{what} must be callable, got {type(hook).__name__}")
-        if model is not None and (not isinstance(model, str) or not model.strip()):
-            raise UserError(f"model must be a non-empty str, got {model!r}")
+        model = check.text("model", model, optional=True, nonblank=True, example="jev-latest")
         self._client = client
         self._questions: Mapping[str, Question] = MappingProxyType(dict(questions))
         self._state_converter = state_converter
@@ -225,6 +232,8 @@ class JevChatModel(ChatModel):
             response = await client._system_one_in_span(span, state, self._questions, model=model)
         else:
             response = await client.system_one(state, self._questions, model=model)
+            # Any other client's answers meet the bar JudgeClient's already met.
+            check_answers(response, self._questions)
         if self._answer_renderer is not None:
             text = self._answer_renderer(response)
         else:
