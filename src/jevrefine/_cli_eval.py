@@ -11,6 +11,7 @@ It takes the model flags and config file of `jevrefine run`. Exit codes:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -33,16 +34,21 @@ if TYPE_CHECKING:
     from .jev.judge import Judge
     from .jev.protocol import SystemOneClient
 
-__all__ = ["LOCAL_MAX_TOKENS", "add_eval_command", "eval_command"]
+__all__ = ["LOCAL_CONCURRENCY", "LOCAL_MAX_TOKENS", "add_eval_command", "eval_command"]
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-LOCAL_MAX_TOKENS = 200
+LOCAL_MAX_TOKENS = 160
 """`max_tokens` of the local model when none is set: the small model otherwise rambles until
 its context is full, and a retry prompt that quotes such an answer no longer fits."""
+
+LOCAL_CONCURRENCY = 1
+"""Cases in flight on the local model when `--concurrency` is not given: its server answers one
+request at a time, so more would only queue, and the queueing would count as each case's
+latency."""
 
 
 def add_eval_command(commands: Any) -> None:
@@ -63,7 +69,9 @@ def add_eval_command(commands: Any) -> None:
     parser.add_argument("--json", dest="json_path", help="write the report as JSON ('-': stdout)")
     parser.add_argument("--report", dest="html_path", help="write the report page (HTML)")
     parser.add_argument("--out", help="write each case's result row (JSONL); resumes from it")
-    parser.add_argument("--concurrency", type=int, help="cases in flight at once (default 8)")
+    parser.add_argument(
+        "--concurrency", type=int, help="cases in flight at once (default 8; 1 on the local model)"
+    )
     parser.add_argument("--limit", type=int, help="run the first N cases only")
     parser.add_argument("--max-repeat-attempts", type=int, help="retries after the first answer")
     parser.add_argument(
@@ -79,6 +87,8 @@ def eval_command(args: argparse.Namespace) -> int:
         config = _config(args)
         from .evals import load_cases
 
+        if args.html_path and importlib.util.find_spec("jevrefine.evals._html") is None:
+            raise ConfigError("--report: this jevrefine build has no HTML report renderer")
         cases = load_cases(args.cases)
         if args.limit is not None:
             if args.limit < 1:
@@ -264,9 +274,16 @@ class _Eval:
             judge=self.args.eval_judge,
             grader=grader,
             max_repeat_attempts=self.config.refine.max_repeat_attempts,
-            concurrency=self.args.concurrency or 8,
+            concurrency=self._concurrency(),
             on_result=on_result,
         )
+
+    def _concurrency(self) -> int:
+        if self.args.concurrency is not None:
+            return int(self.args.concurrency)
+        if resolve_provider(self.config.model.provider) == "local":
+            return LOCAL_CONCURRENCY
+        return 8
 
     def _write(self, report: EvalReport) -> None:
         json_path, html_path = self.args.json_path, self.args.html_path

@@ -21,7 +21,15 @@ from ._cases import Assertion, Case, word_count
 if TYPE_CHECKING:
     from ..jev.protocol import SystemOneClient
 
-__all__ = ["AssertionResult", "Scored", "check_code", "rubric_question", "score_answer"]
+__all__ = [
+    "AssertionResult",
+    "Memo",
+    "Scored",
+    "check_code",
+    "check_one",
+    "rubric_question",
+    "score_answer",
+]
 
 _MAX_JSON_STARTS: Final = 256
 """contains-json tries this many `{` / `[` positions at most: a huge answer stays linear-ish."""
@@ -46,20 +54,12 @@ class Scored:
 
     results: tuple[AssertionResult, ...]
     """One per assertion, in the case's order."""
-    counted: tuple[bool, ...]
-    """Whether each assertion decides the pass (weight above 0)."""
+    passed: bool
+    """Every assertion with a weight above 0 held."""
+    failed: list[int]
+    """The indexes of the assertions that failed (informational ones included)."""
     grader_usage: Usage = field(default_factory=Usage)
     """The tokens the `llm-rubric` grading took."""
-
-    @property
-    def passed(self) -> bool:
-        """Every assertion with a weight above 0 held."""
-        return all(r.passed for r, c in zip(self.results, self.counted, strict=True) if c)
-
-    @property
-    def failed(self) -> list[int]:
-        """The indexes of the assertions that failed (informational ones included)."""
-        return [r.index for r in self.results if not r.passed]
 
 
 def _quote(text: str) -> str:
@@ -351,8 +351,62 @@ async def grade_rubrics(
     return results, response.usage
 
 
-async def score_answer(case: Case, answer: str, grader: SystemOneClient | None) -> Scored:
-    """The oracle's verdict on `answer`: every assertion of `case`.
+class Memo:
+    """One case's assertion results by (assertion index, answer).
+
+    The loop judge (`judge="asserts"`) and the oracle check the same answers against the same
+    assertions: each is checked once, and a `python` function is called once per distinct answer.
+    """
+
+    __slots__ = ("results",)
+
+    def __init__(self) -> None:
+        self.results: dict[tuple[int, str], AssertionResult] = {}
+
+    def failures(self, case: Case, answer: str) -> list[int] | None:
+        """The failed assertions' indexes when every one is known for `answer`, else `None`.
+
+        The fast path of the oracle: under `judge="asserts"` the loop judge has already
+        checked each attempt's answer against every assertion but the `llm-rubric` ones.
+        """
+        if case.needs_grader:
+            return None
+        failed = []
+        results = self.results
+        for assertion in case.assertions:
+            found = results.get((assertion.index, answer))
+            if found is None:
+                return None
+            if not found.passed:
+                failed.append(assertion.index)
+        return failed
+
+
+def case_passes(case: Case, failed: Sequence[int]) -> bool:
+    """Whether a case passes with these assertions failed: none of them has a weight above 0."""
+    return not any(case.assertions[index].counts for index in failed)
+
+
+async def check_one(
+    assertion: Assertion, answer: str, case: Case, memo: Memo | None = None
+) -> AssertionResult:
+    """The verdict of one code or `python` assertion, from `memo` when it has it."""
+    key = (assertion.index, answer)
+    found = memo.results.get(key) if memo is not None else None
+    if found is None:
+        if assertion.base == "python":
+            found = await check_python(assertion, answer, case)
+        else:
+            found = check_code(assertion, answer)
+        if memo is not None:
+            memo.results[key] = found
+    return found
+
+
+async def score_answer(
+    case: Case, answer: str, grader: SystemOneClient | None, memo: Memo | None = None
+) -> Scored:
+    """The oracle's verdict on `answer`: every assertion of `case` (`memo`: see `Memo`).
 
     Raises:
         UserError: an `llm-rubric` with no grader, or a `python` function's bad return value.
@@ -360,15 +414,17 @@ async def score_answer(case: Case, answer: str, grader: SystemOneClient | None) 
     """
     found: dict[int, AssertionResult] = {}
     usage = Usage()
+    known = memo.results if memo is not None else {}
     for assertion in case.assertions:
-        if assertion.base == "python":
-            found[assertion.index] = await check_python(assertion, answer, case)
-        elif assertion.base != "llm-rubric":
-            found[assertion.index] = check_code(assertion, answer)
+        if assertion.base != "llm-rubric":
+            # Most are already known from the loop judge: no coroutine for a memo hit.
+            hit = known.get((assertion.index, answer))
+            found[assertion.index] = hit or await check_one(assertion, answer, case, memo)
     if case.needs_grader:
         if grader is None:
             raise UserError(f"case {case.id!r} has an llm-rubric assertion: pass grader=")
         graded, usage = await grade_rubrics(case, answer, grader)
         found.update((r.index, r) for r in graded)
     results = tuple(found[a.index] for a in case.assertions)
-    return Scored(results, tuple(a.counts for a in case.assertions), usage)
+    failed = [r.index for r in results if not r.passed]
+    return Scored(results, case_passes(case, failed), failed, usage)

@@ -88,16 +88,15 @@ class Assertion:
     """The imported `python` function."""
     schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     """The JSON schema of `is-json` / `contains-json`, when given."""
+    negated: bool = field(init=False, compare=False, repr=False)
+    """Whether the type has the `not-` prefix."""
+    base: str = field(init=False, compare=False, repr=False)
+    """The type without its `not-` prefix."""
 
-    @property
-    def negated(self) -> bool:
-        """Whether the type has the `not-` prefix."""
-        return self.type.startswith("not-")
-
-    @property
-    def base(self) -> str:
-        """The type without its `not-` prefix."""
-        return self.type.removeprefix("not-")
+    def __post_init__(self) -> None:
+        # Read on every check of every attempt: computed once.
+        object.__setattr__(self, "negated", self.type.startswith("not-"))
+        object.__setattr__(self, "base", self.type.removeprefix("not-"))
 
     @property
     def pass_bar(self) -> float:
@@ -128,6 +127,13 @@ class Case:
     """Kept as is and carried into the result row."""
     line: int = 0
     """The 1-based line of the case file."""
+    needs_grader: bool = field(init=False, compare=False, repr=False)
+    """Whether an assertion is an `llm-rubric` (asked of a grader)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "assertions", tuple(self.assertions))
+        grader = any(a.base == "llm-rubric" for a in self.assertions)
+        object.__setattr__(self, "needs_grader", grader)
 
     @property
     def question(self) -> str:
@@ -138,11 +144,6 @@ class Case:
         else:
             lines.extend(f"{m['role']}: {m['content']}" for m in self.input)
         return "\n".join(lines)
-
-    @property
-    def needs_grader(self) -> bool:
-        """Whether an assertion is an `llm-rubric` (asked of a grader)."""
-        return any(a.base == "llm-rubric" for a in self.assertions)
 
 
 def load_cases(path: str | os.PathLike[str]) -> list[Case]:

@@ -17,7 +17,7 @@ from ..jev.criteria import Criterion, check, noul
 from ..jev.judge import Judge, JudgeInput, JudgePlan
 from ..jev.questions import Noul
 from ..jev.verdict import Outcome
-from ._asserts import AssertionResult, check_code, check_python, rubric_question
+from ._asserts import AssertionResult, Memo, check_one, rubric_question
 from ._cases import Assertion, Case
 
 if TYPE_CHECKING:
@@ -44,27 +44,19 @@ class _NoGrader:
 class _AssertionCheck:
     """A check criterion's predicate: one assertion on the attempt's answer.
 
-    It keeps its last result, so the judge's defect sentence needs no second evaluation: a case
-    has its own judge and its attempts run one after another.
+    Results go through the case's `Memo`, so the defect sentence, and the oracle's scoring of the
+    same answer, need no second evaluation.
     """
 
-    __slots__ = ("_last", "assertion", "case")
+    __slots__ = ("assertion", "case", "memo")
 
-    def __init__(self, case: Case, assertion: Assertion) -> None:
+    def __init__(self, case: Case, assertion: Assertion, memo: Memo) -> None:
         self.case = case
         self.assertion = assertion
-        self._last: tuple[str, AssertionResult] | None = None
+        self.memo = memo
 
     async def result(self, answer: str) -> AssertionResult:
-        last = self._last
-        if last is not None and last[0] == answer:
-            return last[1]
-        if self.assertion.base == "python":
-            found = await check_python(self.assertion, answer, self.case)
-        else:
-            found = check_code(self.assertion, answer)
-        self._last = (answer, found)
-        return found
+        return await check_one(self.assertion, answer, self.case, self.memo)
 
     async def __call__(self, judged: JudgeInput) -> bool:
         return (await self.result(judged.assistant_answer)).passed
@@ -99,19 +91,22 @@ def criterion_name(assertion: Assertion) -> str:
     return f"a{assertion.index}_{assertion.type.replace('-', '_')}"
 
 
-def asserts_judge(case: Case, grader: SystemOneClient | None) -> Judge:
+def asserts_judge(case: Case, grader: SystemOneClient | None, memo: Memo | None = None) -> Judge:
     """The loop judge of one case: its assertions of weight above 0 as criteria.
+
+    `memo` is shared with the oracle's scoring of the same case (a fresh one when `None`).
 
     Raises:
         UserError: the case has an `llm-rubric` and `grader` is `None`.
     """
     criteria: list[Criterion] = []
+    memo = memo if memo is not None else Memo()
     for assertion in case.assertions:
         if not assertion.counts:
             continue
         name = criterion_name(assertion)
         if assertion.base != "llm-rubric":
-            predicate = _AssertionCheck(case, assertion)
+            predicate = _AssertionCheck(case, assertion, memo)
             criteria.append(check(name, predicate, f"assertion {assertion.index} failed"))
             continue
         if grader is None:

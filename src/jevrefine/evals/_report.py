@@ -157,11 +157,11 @@ def _per_assertion(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, flo
     last: Counter[str] = Counter()
     for row in rows:
         types: Sequence[str] = row.get("assertion_types") or ()
-        attempts = {a["index"]: a for a in row.get("attempts") or ()}
-        baseline = attempts.get(1)
-        chosen = attempts.get(row.get("chosen"))
-        failed_first = set(baseline["failed_assertions"]) if baseline else set(range(len(types)))
-        failed_last = set(chosen["failed_assertions"]) if chosen else set(range(len(types)))
+        attempts = row.get("attempts") or ()
+        everything = range(len(types))  # no attempt to read: every assertion counts as failed
+        failed_first = attempts[0]["failed_assertions"] if attempts else everything
+        chosen = _attempt(attempts, row.get("chosen"))
+        failed_last = chosen["failed_assertions"] if chosen is not None else everything
         for index, kind in enumerate(types):
             totals[kind] += 1
             first[kind] += index not in failed_first
@@ -170,3 +170,12 @@ def _per_assertion(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, flo
         kind: {"baseline_pass_rate": first[kind] / total, "final_pass_rate": last[kind] / total}
         for kind, total in totals.items()
     }
+
+
+def _attempt(attempts: Sequence[Mapping[str, Any]], index: Any) -> Mapping[str, Any] | None:
+    """The attempt with this `index` (attempts are in order, index 1 first), or `None`."""
+    if isinstance(index, int) and 1 <= index <= len(attempts):
+        found = attempts[index - 1]
+        if found.get("index") == index:
+            return found
+    return next((a for a in attempts if a.get("index") == index), None)

@@ -5,17 +5,17 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from .. import context_keys
 from ..advisors.self_refine import Attempt, RefineReport, SelfRefineAdvisor, SelfRefineFailedError
 from ..client import ChatClient
 from ..exceptions import UserError
-from ..jev.batch import iter_all
 from ..jev.judge import Judge
-from ..messages import AssistantMessage, Message, SystemMessage, Usage, UserMessage
-from ._asserts import Scored, score_answer
+from ..messages import AssistantMessage, Message, SystemMessage, UserMessage
+from ._asserts import Memo, case_passes, score_answer
 from ._cases import Case
 from ._judge import asserts_judge
 from ._report import EvalReport, JudgeMode
@@ -66,23 +66,31 @@ async def evaluate(
         UserError: a bad argument, found before any model call (e.g. an `llm-rubric` with no
             grader, `"config"` on a client with no `SelfRefineAdvisor`).
     """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
     mode, advisor = _loop_setup(cases, client, judge, grader, max_repeat_attempts)
-    rows: dict[int, dict[str, Any]] = {}
+    rows: list[dict[str, Any] | None] = [None] * len(cases)
+    # One shared iterator, pulled by a fixed set of workers: no task or stream per case. Each
+    # `next()` runs without an await in between, so no two workers get the same case.
+    todo = iter(enumerate(cases))
 
-    async def run(item: tuple[int, Case]) -> None:
-        position, case = item
-        row = await _run_case(case, client, mode, advisor, grader, max_repeat_attempts)
-        rows[position] = row
-        if on_result is not None:
-            returned = on_result(row)
-            if inspect.isawaitable(returned):
-                await returned
+    async def worker() -> None:
+        for position, case in todo:
+            row = await _run_case(case, client, mode, advisor, grader, max_repeat_attempts)
+            rows[position] = row
+            if on_result is not None:
+                returned = on_result(row)
+                if inspect.isawaitable(returned):
+                    await returned
 
-    results = iter_all(run, list(enumerate(cases)), concurrency=concurrency, fail_fast=True)
-    async with aclosing(results):
-        async for _ in results:
-            pass
-    return EvalReport(results=tuple(rows[i] for i in range(len(cases))), judge=mode)
+    try:
+        async with anyio.create_task_group() as group:
+            for _ in range(min(concurrency, len(cases))):
+                group.start_soon(worker)
+    except BaseExceptionGroup as failed:
+        # A case's own failures are rows; this is on_result's error (or a bug): raise it as is.
+        raise failed.exceptions[0] from None
+    return EvalReport(results=tuple(r for r in rows if r is not None), judge=mode)
 
 
 def _loop_setup(
@@ -157,9 +165,10 @@ async def _run_case(
 ) -> dict[str, Any]:
     row = _row(case)
     spec = _spec(client, case)
+    memo = Memo()
     if mode == "asserts":
         advisor = SelfRefineAdvisor(
-            asserts_judge(case, grader), max_repeat_attempts=max_repeat_attempts
+            asserts_judge(case, grader, memo), max_repeat_attempts=max_repeat_attempts
         )
     if advisor is not None:
         spec = spec.advisors(advisor)
@@ -181,7 +190,7 @@ async def _run_case(
         row["latency_s"] = time.perf_counter() - started
         row["model_tokens"] = report.model_usage.total_tokens
         row["judge_tokens"] = report.judge_usage.total_tokens
-        await _score(row, case, report, grader)
+        await _score(row, case, report, grader, memo)
     except Exception as exc:
         row["latency_s"] = time.perf_counter() - started
         row["error"] = f"{type(exc).__name__}: {exc}"
@@ -211,24 +220,33 @@ def _row(case: Case) -> dict[str, Any]:
 
 
 async def _score(
-    row: dict[str, Any], case: Case, report: RefineReport, grader: SystemOneClient | None
+    row: dict[str, Any],
+    case: Case,
+    report: RefineReport,
+    grader: SystemOneClient | None,
+    memo: Memo,
 ) -> None:
     """Fill the row's verdicts: the oracle on every attempt, baseline and final."""
-    scored: dict[int, Scored] = {}
-    grader_usage = Usage()
+    passed: dict[int, bool] = {}
+    grader_tokens = 0
     attempts = []
     for attempt in report.attempts:
-        oracle = await score_answer(case, attempt.answer, grader)
-        scored[attempt.index] = oracle
-        grader_usage = grader_usage + oracle.grader_usage
+        failed = memo.failures(case, attempt.answer)
+        if failed is None:
+            oracle = await score_answer(case, attempt.answer, grader, memo)
+            failed = oracle.failed
+            grader_tokens += oracle.grader_usage.total_tokens
+            passed[attempt.index] = oracle.passed
+        else:
+            passed[attempt.index] = case_passes(case, failed)
         verdict = attempt.verdict
         attempts.append(
             {
                 "index": attempt.index,
                 "answer": attempt.answer,
                 "judge_passed": None if verdict is None else verdict.passed,
-                "oracle_passed": oracle.passed,
-                "failed_assertions": oracle.failed,
+                "oracle_passed": passed[attempt.index],
+                "failed_assertions": failed,
                 "feedback": verdict.feedback
                 if verdict is not None and not verdict.passed
                 else None,
@@ -238,6 +256,6 @@ async def _score(
     row["attempts"] = attempts
     row["chosen"] = chosen
     row["outcome"] = report.outcome
-    row["passed_baseline"] = scored[1].passed
-    row["passed_final"] = chosen is not None and scored[chosen].passed
-    row["grader_tokens"] = grader_usage.total_tokens
+    row["passed_baseline"] = passed[1]
+    row["passed_final"] = chosen is not None and passed[chosen]
+    row["grader_tokens"] = grader_tokens

@@ -314,8 +314,10 @@ def check(name: str, predicate: Predicate, defect: str) -> CheckCriterion:
 def check_criteria(
     criteria: Sequence[Criterion], *, require_question: bool = True
 ) -> tuple[Criterion, ...]:
-    """Validate criteria: unique names, dependencies pointing backwards, and (unless
-    `require_question` is false) at least one question."""
+    """Validate criteria: unique names, dependencies pointing backwards, a question.
+
+    With `require_question=False` a list of code checks alone (or none) is valid too.
+    """
     found = tuple(criteria)
     seen: dict[str, Criterion] = {}
     for criterion in found:
