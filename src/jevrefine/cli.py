@@ -2,6 +2,7 @@
 
 `jevrefine run` refines the prompts of a JSONL file, `jevrefine judge` judges question/answer
 pairs and `jevrefine check-config` validates the settings (exit codes: `jevrefine._cli_run`).
+`jevrefine eval` scores a refine setup on a case file (`jevrefine._cli_eval`).
 
 `jevrefine demo` sends a prompt through a `ChatClient` with a `SelfRefineAdvisor` and shows the
 refine loop (every attempt, its verdict, the final answer), then asks for a typed answer with
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 import anyio
 import pydantic
 
+from ._cli_eval import add_eval_command, eval_command
 from ._cli_run import add_commands as add_batch_commands
 from ._cli_run import run_command as run_batch_command
 from ._version import __version__
@@ -156,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the run's OpenTelemetry span tree (needs opentelemetry-sdk)",
     )
     add_batch_commands(commands)
+    add_eval_command(commands)
     return parser
 
 
@@ -177,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             return 130
         return 0
+    if args.command == "eval":
+        return eval_command(args)
     return run_batch_command(args)
 
 

@@ -118,8 +118,6 @@ def test_judge_checks_names_questions_and_dependencies() -> None:
     client = Scripted({})
     with pytest.raises(JudgeUsageError, match="two criteria are named 'g'"):
         Judge(client, [noul("g", GROUNDED), noul("g", GROUNDED)])
-    with pytest.raises(JudgeUsageError, match="at least one question"):
-        Judge(client, [check("c", lambda i: True, defect="x")])
     with pytest.raises(JudgeUsageError, match="point backwards"):
         Judge(client, [noul("a", GROUNDED, when_passed="b"), noul("b", GROUNDED)])
     with pytest.raises(JudgeUsageError, match="earlier choice"):

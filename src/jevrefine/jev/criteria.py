@@ -317,8 +317,13 @@ def check(name: str, predicate: Predicate, defect: str) -> CheckCriterion:
     return CheckCriterion(name, predicate, defect)
 
 
-def check_criteria(criteria: Sequence[Criterion]) -> tuple[Criterion, ...]:
-    """Validate a judge's criteria: unique names, a question, dependencies pointing backwards."""
+def check_criteria(
+    criteria: Sequence[Criterion], *, require_question: bool = True
+) -> tuple[Criterion, ...]:
+    """Validate criteria: unique names, dependencies pointing backwards, a question.
+
+    With `require_question=False` a list of code checks alone (or none) is valid too.
+    """
     found = tuple(criteria)
     seen: dict[str, Criterion] = {}
     for criterion in found:
@@ -332,7 +337,7 @@ def check_criteria(criteria: Sequence[Criterion]) -> tuple[Criterion, ...]:
         if isinstance(criterion, QuestionCriterion):
             _check_dependencies(criterion, seen)
         seen[criterion.name] = criterion
-    if not any(isinstance(c, QuestionCriterion) for c in found):
+    if require_question and not any(isinstance(c, QuestionCriterion) for c in found):
         raise JudgeUsageError(
             "a Judge needs at least one question criterion (noul, score or choice); a judge of "
             "code checks alone needs no judge"

@@ -145,8 +145,9 @@ class Judge:
 
     Args:
         client: Whatever answers the questions: `JudgeClient` (Jev) or `ModelJudgeClient`.
-        criteria: Built with `noul`, `score`, `choice` and `check`; names unique, at least one
-            question, dependencies (`when_passed`, `when_chosen`) pointing backwards.
+        criteria: Built with `noul`, `score`, `choice` and `check`; names unique, dependencies
+            (`when_passed`, `when_chosen`) pointing backwards. Code checks alone are allowed:
+            such a judge never calls `client`.
         fail_fast: When a code check fails, skip the judging call; every question is then
             NOT_APPLICABLE ("skipped, a code check already failed").
         min_confidence: A choice or score whose supporting share (the probability on the
@@ -192,7 +193,9 @@ class Judge:
             )
         self.client = client
         """What answers the questions."""
-        self.criteria = check_criteria(criteria)
+        # Checks alone are allowed (evals turns a case's assertions into such a judge); the
+        # CLI config keeps asking for a question, as a Jev judge without one is a mistake there.
+        self.criteria = check_criteria(criteria, require_question=False)
         """The criteria, in declaration order."""
         self.fail_fast = check_arg.boolean("fail_fast", fail_fast, error=JudgeUsageError)
         """Skip the judging call once a code check failed."""
