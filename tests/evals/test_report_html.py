@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evals.report_fixture import HOSTILE_IMG, HOSTILE_SCRIPT, HUGE_ANSWER, make_report
 from jevrefine.evals import _html
@@ -62,7 +64,8 @@ def _unavailable(reason: str) -> None:
 
 
 def _chromium() -> str | None:
-    return os.environ.get("JEVREFINE_CHROMIUM") or shutil.which("chromium")
+    found = os.environ.get("JEVREFINE_CHROMIUM") or shutil.which("chromium")
+    return found if found and os.access(found, os.X_OK) else None
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +294,8 @@ def test_a_huge_answer_is_clipped_and_kept_whole(open_page: Any) -> None:
     assert shown < 600 < whole
     toggle = clip.locator("details.more > summary")
     before = "e => getComputedStyle(e, '::before').content + e.textContent"
-    assert toggle.evaluate(before) == f'"show all "{len(HUGE_ANSWER):,} characters'
+    lines = HUGE_ANSWER.count("\n") + 1
+    assert toggle.evaluate(before) == f'"show all "{len(HUGE_ANSWER):,} characters, {lines:,} lines'
     toggle.click()
     shown, whole = answer.evaluate(height)
     assert shown == whole
@@ -524,3 +528,51 @@ def test_text_that_is_no_valid_unicode_still_renders() -> None:
     page = render_eval_html(data)
     page.encode("utf-8")  # lone surrogates became U+FFFD, so the page can be written
     assert "half a pair: \ufffd and NUL" in page
+
+
+@settings(max_examples=25, deadline=None)
+@given(answer=st.text(), case_id=st.text(min_size=1, max_size=40))
+def test_any_text_comes_back_as_the_same_text(answer: str, case_id: str) -> None:
+    def parsed(answer: str, case_id: str) -> _Texts:
+        data = make_report(n_cases=2)
+        data["results"][0]["id"] = case_id
+        data["results"][0]["attempts"][0]["answer"] = answer
+        parser = _Texts()
+        parser.feed(render_eval_html(data))
+        return parser
+
+    page = parsed(answer, case_id)
+    # Plain text of the same length and lines gives the page its shape (clipped or not).
+    plain = parsed("".join(c if c == "\n" else "a" for c in answer), "plain")
+    assert page.tags == plain.tags  # the text added no element
+    assert page.case_ids[0] == case_id
+    if answer:
+        assert page.answers[0] == answer
+
+
+class _Texts(HTMLParser):
+    """The tags of a page, its case ids, and the text of each answer's `<pre>`."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.case_ids: list[str] = []
+        self.answers: list[str] = []
+        self._in_answer = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        found = dict(attrs)
+        if tag == "details" and found.get("data-case-id") is not None:
+            self.case_ids.append(str(found["data-case-id"]))
+        if tag == "pre" and found.get("class") == "answer":
+            self._in_answer = True
+            self.answers.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre":
+            self._in_answer = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_answer:
+            self.answers[-1] += data

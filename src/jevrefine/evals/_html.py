@@ -295,9 +295,10 @@ def _text_block(text: object, *, cls: str = "answer") -> str:
     if len(value) <= CLIP_CHARS and value.count("\n") < CLIP_LINES:
         return block
     # The whole text is in the page; CSS only limits its height until the toggle opens.
+    lines = value.count("\n") + 1
+    size = f"{len(value):,} characters" + (f", {lines:,} lines" if lines > 1 else "")
     return (
-        f'<div class="clip">{block}<details class="more"><summary>'
-        f"{len(value):,} characters</summary></details></div>"
+        f'<div class="clip">{block}<details class="more"><summary>{size}</summary></details></div>'
     )
 
 
@@ -443,7 +444,7 @@ def _eval_headline(data: Mapping[str, Any], scored: int, errors: int) -> str:
         f'<span class="arrow">→</span><span>{_esc(_pct(final))}</span></div>'
         f'<div class="muted">baseline (attempt 1) → final (the returned answers)</div>'
     )
-    if isinstance(lift, int | float) and not isinstance(lift, bool):
+    if scored and isinstance(lift, int | float) and not isinstance(lift, bool):
         direction = "raised" if lift > 0 else "lowered" if lift < 0 else "did not change"
         ci = f" (paired 95% interval {_pts(lo)} to {_pts(hi)})" if lo is not None else ""
         moved = f" by {_pts(lift)}" if lift else ""
@@ -650,9 +651,10 @@ def _agreement_panel(agreement: object) -> str:
             (w for bar, w in _KAPPA_WORDS if kappa > bar), "slight" if kappa > 0 else "poor"
         )
         kappa_text = f"{kappa:.2f}"
-        kappa_note = f" ({word} agreement beyond chance)"
+        kappa_note = f" ({word} agreement beyond chance, after Landis and Koch)"
     else:
-        kappa_text, kappa_note = "undefined", " (one verdict only: chance agreement is total)"
+        kappa_text = "undefined"
+        kappa_note = " (the judge and the oracle each gave one verdict throughout)"
     agree = cells["tp"] + cells["tn"]
     agreed = _pct(agree / total) if total else "–"
     summary = (
@@ -768,13 +770,13 @@ def _eval_case(position: int, result: Mapping[str, Any], status: str) -> str:
     if result.get("error"):
         parts.append(_field("error", _text_block(result.get("error"), cls="error")))
     if result.get("expected") is not None:
-        parts.append(_field("expected", _text_block(result.get("expected"))))
+        parts.append(_field("expected", _text_block(result.get("expected"), cls="data")))
     for attempt in attempts:
         parts.append(_eval_attempt(attempt, chosen=attempt.get("index") == chosen))
     if not attempts and not result.get("error"):
         parts.append('<p class="empty">No attempts recorded.</p>')
     if result.get("metadata"):
-        parts.append(_field("metadata", _text_block(result.get("metadata"))))
+        parts.append(_field("metadata", _text_block(result.get("metadata"), cls="data")))
     return (
         f'<details class="case" id="case-{position}" data-status="{status}" '
         f'data-case-id="{_esc(result.get("id", ""))}">{summary}'
@@ -1007,7 +1009,7 @@ def _run_row(position: int, row: Mapping[str, Any], status: str) -> str:
         parts.append(_field("error", _text_block(row.get("error"), cls="error")))
     for key, value in row.items():
         if key not in _RUN_FIELDS:
-            parts.append(_field(str(key), _text_block(value)))
+            parts.append(_field(str(key), _text_block(value, cls="data")))
     if not row.get("error") or row.get("answer") is not None:
         parts.append(_field("answer", _text_block(row.get("answer"))))
     facts = (
