@@ -60,6 +60,7 @@ def add_commands(commands: Any) -> None:
     _judge_flags(run)
     run.add_argument("--max-repeat-attempts", type=int, help="retries after the first answer")
     run.add_argument("--token-budget", type=int, help="stop retrying at this many tokens")
+    run.add_argument("--report", metavar="FILE.html", help="also write an HTML page of the output")
     judge = commands.add_parser(
         "judge", help="judge question/answer pairs from a JSONL file, write verdicts"
     )
@@ -156,6 +157,11 @@ def run_command(args: argparse.Namespace) -> int:
                     f"the output {args.output} is the same file as the input: "
                     "write the results to another file"
                 )
+        report = getattr(args, "report", None)
+        if report and not os.path.isdir(os.path.dirname(os.path.abspath(report))):
+            raise ConfigError(f"--report {report}: its folder does not exist; create it first")
+        if report and os.path.abspath(report) in {os.path.abspath(p) for p in _files(args)}:
+            raise ConfigError(f"--report {report} would overwrite the input or the output")
         batch = _Batch(args, config)
         return anyio.run(batch.run)
     except UserError as exc:  # ConfigError included: a setting, a flag, a missing key
@@ -218,6 +224,11 @@ class _Batch:
         self._bar: _Bar | None = None
         self.started = False
         """Whether the models are open and items may have run."""
+        # --report reads the output file back at the end (resumed rows too); stdout is kept here.
+        self.report: str | None = getattr(args, "report", None)
+        self.report_rows: list[dict[str, Any]] | None = (
+            [] if self.report and args.output in (None, "-") else None
+        )
 
     def bar(self, total: int | None) -> _Bar:
         """The progress bar, created on first use."""
@@ -253,7 +264,12 @@ class _Batch:
                     else:
                         client = self._client(models.model, models.judge)
                         await self._refine_all(client, records, out)
-                self._summary(models.description)
+                where = models.description
+                self._summary(where)
+                if self.report:
+                    await anyio.to_thread.run_sync(self._write_report, self.report, where)
+                    if self.console is not None:
+                        self.console.print(f"report: {self.report}")
         finally:
             if out is not sys.stdout:
                 out.close()
@@ -343,6 +359,8 @@ class _Batch:
     def _write(self, out: IO[str], row: dict[str, Any], *, ok: bool, passed: bool | None) -> None:
         out.write(json_line(row) + "\n")  # valid UTF-8 whatever the strings hold
         out.flush()  # each line is complete on disk: an interrupted run resumes from here
+        if self.report_rows is not None:
+            self.report_rows.append(row)
         stats = self.stats
         stats.done += 1
         stats.errors += not ok
@@ -350,6 +368,22 @@ class _Batch:
             stats.judged += 1
             stats.passed += passed
         self.bar(None).advance(stats.fields())
+
+    def _write_report(self, path: str, where: str) -> None:
+        from .evals._html import render_run_html
+
+        rows = self.report_rows if self.report_rows is not None else _rows_of(self.args.output)
+        stats = self.stats
+        summary = {
+            "model": where,
+            "resumed": stats.resumed,
+            "bad_lines": stats.bad,
+            "wall_time_s": round(time.perf_counter() - stats.started, 3),
+        }
+        name = os.path.basename(self.args.input) if self.args.input not in (None, "-") else "stdin"
+        page = render_run_html(rows, summary, title=f"jevrefine run: {name}")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(page)
 
     def _bad(self, bad: BadLine) -> None:
         self.stats.bad += 1
@@ -407,6 +441,24 @@ def _untag(result: BatchResult[Any]) -> tuple[Record, Any, Exception | None]:
     error = result.error
     assert isinstance(error, _Tagged)
     return error.record, None, error.error
+
+
+def _files(args: argparse.Namespace) -> list[str]:
+    return [path for path in (args.input, args.output) if path not in (None, "-")]
+
+
+def _rows_of(path: str) -> list[dict[str, Any]]:
+    """The output file's result rows; a line cut short by an interruption is left out."""
+    rows = []
+    with open(path, encoding="utf-8") as file:
+        for text in file:
+            try:
+                row = json.loads(text)
+            except (json.JSONDecodeError, RecursionError):
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
 
 
 def _error_text(error: Exception) -> str:
