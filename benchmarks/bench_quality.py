@@ -1,0 +1,570 @@
+"""Does refinement help? IFBench prompts on real local models, IFBench's verifiers as the oracle.
+
+Per model (`LocalModelServer(model=...)`), on the same prompts (the first N cases of
+`benchmarks/ifbench/cases.jsonl`, in the benchmark's own order), with the same `max_tokens`,
+temperature 0 and seed, the same attempt cap (3 attempts):
+
+- `baseline`: one attempt (attempt 1 of `refine:verifiers`, which costs nothing extra);
+- `refine:verifiers`: `SelfRefineAdvisor` judged by code checks, one per instruction, calling
+  IFBench's verifier; a failed check's defect is the instruction's own description;
+- `refine:model-judge`: `SelfRefineAdvisor` judged only by `ModelJudgeClient` on the same model,
+  one noul per instruction (no oracle feedback);
+- `DSPy Refine`: `dspy.Refine(N=3)` with the verifiers as the reward (1.0 when all pass);
+- `pydantic-ai`: `Agent(retries=2)` whose `output_validator` raises `ModelRetry` with the
+  failed instructions' descriptions.
+
+The oracle (IFBench strict, prompt level: every instruction followed) scores every attempt.
+Reported per setup: pass rate before (its own first attempt) and after, the lift with a paired
+95 % interval, improved / degraded, error-introduction rate, improvements per degradation, model
+and judge tokens per prompt, model seconds per prompt, and for the model judge its agreement with
+the verifiers (Cohen's kappa over every judged attempt).
+
+The setups share one model server; a response cache makes identical requests (attempt 1 of the
+jevrefine setups) one generation, and charges its generation time to every setup that used it,
+so seconds per prompt are what each setup would take alone.
+
+    python -m benchmarks.bench_quality [--quick] [--n N] [--models NAME ...] [--setups ...]
+        [--templates NAME ...] [--dump FILE.jsonl]
+
+`--quick` = 10 prompts on SmolLM2 only. CI does not run this benchmark (it needs minutes of CPU
+per model); its statistics are tested on fixed numbers in tests/test_bench_quality.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+# Before litellm is imported (by dspy): otherwise it downloads its model cost map.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from jevrefine import ChatClient, SelfRefineAdvisor, context_keys
+from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
+from jevrefine.jev import Judge, JudgeInput, ModelJudgeClient, Noul, check, noul
+from jevrefine.messages import ChatOptions, ChatResponse, Prompt
+from jevrefine.models.base import ChatModel
+
+from ._harness import bar, emit, figure
+from .ifbench import convert, verify
+
+ATTEMPTS = 3
+SEED = 7
+MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b")
+SETUPS = ("verifiers", "model-judge", "dspy", "pydantic-ai")
+
+# Feedback templates measured for the refine loop (`--templates`); `default` is the SDK's.
+TEMPLATES: Mapping[str, str] = {
+    "default": DEFAULT_FEEDBACK_TEMPLATE,
+    "answer-only": (
+        "\n\n(An earlier answer to this request broke these rules:\n{feedback}\n"
+        "Answer the request above again, following every rule. Reply with the answer only.)"
+    ),
+    "with-answer": (
+        "\n\nAn earlier answer to this request was:\n<<<\n{answer}\n>>>\nIt broke these rules:\n"
+        "{feedback}\nAnswer the request above again, following every rule. Reply with the "
+        "answer only."
+    ),
+}
+
+
+# -- statistics (one small function, replaceable by jevrefine.evals) ---------------------------
+
+
+def paired_summary(before: Sequence[bool], after: Sequence[bool]) -> dict[str, Any]:
+    """Pass rates, lift and its paired 95 % interval, improved / degraded, error introduction.
+
+    The interval is the normal approximation on the per-prompt differences (after − before,
+    each −1, 0 or +1): mean ± 1.96 · sd / √n, clipped to [−1, 1]. It is 0 wide when no prompt
+    changed; with n this small read it as a rough guide.
+    """
+    if len(before) != len(after):
+        raise ValueError(f"paired samples differ in size: {len(before)} vs {len(after)}")
+    n = len(before)
+    if n == 0:
+        raise ValueError("no prompts to summarise")
+    diffs = [int(a) - int(b) for b, a in zip(before, after, strict=True)]
+    lift = sum(diffs) / n
+    sd = statistics.stdev(diffs) if n > 1 else 0.0
+    half = 1.96 * sd / math.sqrt(n)
+    improved = sum(1 for d in diffs if d > 0)
+    degraded = sum(1 for d in diffs if d < 0)
+    passed_before = sum(before)
+    return {
+        "n": n,
+        "baseline_pass_rate": passed_before / n,
+        "final_pass_rate": sum(after) / n,
+        "lift": lift,
+        "lift_ci95": [max(-1.0, lift - half), min(1.0, lift + half)],
+        "improved": improved,
+        "degraded": degraded,
+        "error_introduction_rate": degraded / passed_before if passed_before else 0.0,
+        "improvements_per_degradation": improved / degraded if degraded else None,
+    }
+
+
+def agreement(pairs: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
+    """Loop judge vs oracle over judged attempts, "positive" = passed: counts and Cohen's kappa."""
+    tp = sum(1 for j, o in pairs if j and o)
+    fp = sum(1 for j, o in pairs if j and not o)
+    fn = sum(1 for j, o in pairs if not j and o)
+    tn = sum(1 for j, o in pairs if not j and not o)
+    n = tp + fp + fn + tn
+    if n == 0:
+        return {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "kappa": None}
+    observed = (tp + tn) / n
+    expected = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n)
+    kappa = 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "kappa": kappa}
+
+
+# -- the oracle and the judges -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One IFBench prompt with its instructions."""
+
+    id: str
+    prompt: str
+    ids: tuple[str, ...]
+    kwargs: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> Case:
+        meta = raw["metadata"]
+        ids = tuple(meta["instruction_id_list"])
+        return cls(raw["id"], raw["input"], ids, tuple(meta["kwargs"]))
+
+    def results(self, answer: str) -> list[verify.InstructionResult]:
+        return verify.verify(answer, self.ids, self.kwargs, self.prompt)
+
+    def passes(self, answer: str) -> bool:
+        return all(r.passed for r in self.results(answer))
+
+    def descriptions(self) -> list[str]:
+        return [r.description for r in self.results("x")]
+
+
+def verifier_judge(case: Case, client: ModelJudgeClient) -> Judge:
+    """Code checks only: one per instruction, its defect the instruction's description."""
+    criteria: list[Any] = []
+    for index, (iid, description) in enumerate(zip(case.ids, case.descriptions(), strict=True)):
+
+        def follows(judge_input: JudgeInput, index: int = index) -> bool:
+            iid, kwargs = case.ids[index], case.kwargs[index]
+            return verify.verify_instruction(
+                judge_input.assistant_answer, iid, kwargs, case.prompt
+            ).passed
+
+        criteria.append(check(f"{index}:{iid}", follows, description))
+    # A Judge must hold a question (until code-check-only judges are allowed): one that never
+    # applies, so no judging call is ever made.
+    never = noul("unused", Noul("Unused."), applies_when=lambda _input: False)
+    return Judge(client, [*criteria, never])
+
+
+def model_judge(case: Case, client: ModelJudgeClient) -> Judge:
+    """Only the model: one noul per instruction, worded as IFBench describes it."""
+    criteria = [
+        noul(
+            f"{index}:{iid}",
+            Noul(
+                "Does `assistant_answer` follow this instruction from the request exactly? "
+                f"Instruction: {description}",
+                when_false=description,
+            ),
+        )
+        for index, (iid, description) in enumerate(zip(case.ids, case.descriptions(), strict=True))
+    ]
+    return Judge(client, criteria)
+
+
+def failed_feedback(case: Case, answer: str) -> str:
+    """The peers' retry message: one line per instruction not followed."""
+    return "\n".join(f"- {r.description}" for r in case.results(answer) if not r.passed)
+
+
+# -- a shared response cache --------------------------------------------------------------------
+
+
+class SharedModel(ChatModel):
+    """Answers an identical request once; charges its generation time to every use."""
+
+    provider: ClassVar[str] = "openai"
+    supports_tools: ClassVar[bool] = False
+    supports_native_structured_output: ClassVar[bool] = True
+
+    def __init__(self, inner: ChatModel, cache: dict[str, tuple[ChatResponse, float]]) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.charged = 0.0
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    async def call(self, prompt: Prompt) -> ChatResponse:
+        key = repr((prompt.messages, prompt.options))
+        hit = self.cache.get(key)
+        if hit is None:
+            started = time.perf_counter()
+            response = await self.inner.call(prompt)
+            hit = self.cache[key] = (response, time.perf_counter() - started)
+        self.charged += hit[1]
+        return hit[0]
+
+
+# -- one row per prompt and setup ---------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """What one setup did on one prompt."""
+
+    case: str
+    setup: str
+    answers: list[str] = field(default_factory=list)
+    oracle: list[bool] = field(default_factory=list)
+    judged: list[bool | None] = field(default_factory=list)
+    final: bool = False
+    chosen: int = 1
+    model_tokens: int = 0
+    first_tokens: int = 0
+    judge_tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def baseline(self) -> bool:
+        return bool(self.oracle and self.oracle[0])
+
+
+async def run_refine(
+    case: Case,
+    setup: str,
+    model: SharedModel,
+    judge_model: SharedModel,
+    options: ChatOptions,
+    template: str,
+) -> Row:
+    """`SelfRefineAdvisor` with the verifiers' checks (`verifiers`) or the model judge."""
+    client = ModelJudgeClient(judge_model)
+    judge = (
+        verifier_judge(case, client) if setup.startswith("verifiers") else model_judge(case, client)
+    )
+    advisor = SelfRefineAdvisor(judge, max_repeat_attempts=ATTEMPTS - 1, feedback_template=template)
+    chat = ChatClient(model, advisors=[advisor], options=options)
+    row = Row(case.id, setup)
+    charged = model.charged + judge_model.charged
+    response = await chat.prompt(case.prompt).call()
+    report = response.context[context_keys.REFINE_REPORT]
+    for attempt in report.attempts:
+        row.answers.append(attempt.answer)
+        row.oracle.append(case.passes(attempt.answer))
+        row.judged.append(None if attempt.verdict is None else attempt.verdict.passed)
+    row.chosen = report.chosen or len(report.attempts)
+    row.final = row.oracle[row.chosen - 1]
+    row.model_tokens = report.model_usage.total_tokens
+    row.first_tokens = report.attempts[0].usage.total_tokens
+    row.judge_tokens = report.judge_usage.total_tokens
+    row.seconds = model.charged + judge_model.charged - charged
+    return row
+
+
+class DSPyRefine:
+    """`dspy.Refine(N=3)` on the same server, the verifiers as its reward."""
+
+    name = "dspy"
+
+    def __init__(self, base_url: str, alias: str, max_tokens: int) -> None:
+        import logging
+
+        import dspy
+
+        logging.getLogger("dspy").setLevel(logging.ERROR)
+        self.dspy = dspy
+        self.lm = dspy.LM(
+            f"openai/{alias}",
+            api_base=base_url,
+            api_key="local",
+            cache=False,
+            num_retries=0,
+            temperature=0.0,
+            max_tokens=max_tokens,
+            seed=SEED,
+        )
+
+    def one(self, case: Case) -> Row:
+        row = Row(case.id, self.name)
+
+        def reward(_args: dict[str, Any], prediction: Any) -> float:
+            answer = str(getattr(prediction, "answer", "") or "")
+            row.answers.append(answer)
+            row.oracle.append(case.passes(answer))
+            row.judged.append(row.oracle[-1])
+            return 1.0 if row.oracle[-1] else 0.0
+
+        refine = self.dspy.Refine(
+            module=self.dspy.Predict("request -> answer"), N=ATTEMPTS, reward_fn=reward,
+            threshold=1.0,
+        )  # fmt: skip
+        history = len(self.lm.history)
+        started = time.perf_counter()
+        try:
+            with self.dspy.context(lm=self.lm):
+                prediction = refine(request=case.prompt)
+            answer = str(getattr(prediction, "answer", "") or "")
+            row.final = case.passes(answer)
+            row.chosen = (
+                row.answers.index(answer) + 1 if answer in row.answers else len(row.answers)
+            )
+        except Exception as exc:  # a parse failure of the small model is a result, not a crash
+            row.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            row.final = False
+        row.seconds = time.perf_counter() - started
+        for entry in self.lm.history[history:]:
+            usage = entry.get("usage") or {}
+            row.model_tokens += int(usage.get("total_tokens") or 0)
+        if not row.oracle:  # failed before any answer was scored
+            row.oracle.append(False)
+            row.answers.append("")
+        return row
+
+
+class PydanticAI:
+    """`Agent(retries=2)` on the same server; `output_validator` + `ModelRetry(feedback)`."""
+
+    name = "pydantic-ai"
+
+    def __init__(self, base_url: str, alias: str, max_tokens: int) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.openai import OpenAIChatModel as PaiModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        model = PaiModel(alias, provider=OpenAIProvider(base_url=base_url, api_key="local"))
+        self.agent: Any = Agent(
+            model,
+            retries=ATTEMPTS - 1,
+            model_settings={"temperature": 0.0, "max_tokens": max_tokens, "seed": SEED},
+        )
+        self.current: tuple[Case, Row] | None = None
+
+        @self.agent.output_validator
+        async def verified(output: str) -> str:
+            from pydantic_ai import ModelRetry
+
+            assert self.current is not None
+            case, row = self.current
+            row.answers.append(output)
+            row.oracle.append(case.passes(output))
+            row.judged.append(row.oracle[-1])
+            if not row.oracle[-1]:
+                raise ModelRetry("The answer broke these rules:\n" + failed_feedback(case, output))
+            return output
+
+    async def one(self, case: Case) -> Row:
+        from pydantic_ai import UnexpectedModelBehavior, capture_run_messages
+        from pydantic_ai.messages import ModelResponse
+
+        row = Row(case.id, self.name)
+        self.current = (case, row)
+        started = time.perf_counter()
+        with capture_run_messages() as messages:
+            try:
+                result = await self.agent.run(case.prompt)
+                row.final = case.passes(result.output)
+                row.chosen = len(row.answers)
+            except UnexpectedModelBehavior as exc:  # retries exhausted: no answer returned
+                row.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                row.final = False
+                row.chosen = len(row.answers)
+        row.seconds = time.perf_counter() - started
+        for message in messages:
+            if isinstance(message, ModelResponse):
+                row.model_tokens += message.usage.input_tokens + message.usage.output_tokens
+        if not row.oracle:
+            row.oracle.append(False)
+            row.answers.append("")
+        return row
+
+
+# -- running and reporting ----------------------------------------------------------------------
+
+
+async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> list[Row]:
+    from jevrefine.local import LocalModelServer
+
+    rows: list[Row] = []
+    options = ChatOptions(temperature=0.0, seed=SEED, max_tokens=args.max_tokens)
+    server = LocalModelServer(model=name, threads=args.threads, ctx=args.ctx)
+    async with server, server.openai_model() as inner:
+        cache: dict[str, tuple[ChatResponse, float]] = {}
+        model, judge_model = SharedModel(inner, cache), SharedModel(inner, cache)
+        peers: list[Any] = []
+        for kind, setup in ((DSPyRefine, "dspy"), (PydanticAI, "pydantic-ai")):
+            if setup in args.setups:
+                try:
+                    peers.append(kind(server.base_url, server.alias, args.max_tokens))
+                except ImportError as error:
+                    print(f"{setup}: not installed ({error.name})", file=sys.stderr)
+        for number, case in enumerate(cases, 1):
+            for setup in args.setups:
+                if setup not in ("verifiers", "model-judge"):
+                    continue
+                for template in args.templates if setup == "verifiers" else ["default"]:
+                    label = setup if template == "default" else f"{setup}[{template}]"
+                    row = await run_refine(
+                        case, label, model, judge_model, options, TEMPLATES[template]
+                    )
+                    rows.append(row)
+            for peer in peers:
+                if isinstance(peer, DSPyRefine):
+                    row = await anyio.to_thread.run_sync(peer.one, case)
+                else:
+                    row = await peer.one(case)
+                rows.append(row)
+            done = [r for r in rows if r.case == case.id]
+            print(
+                f"{name} {number}/{len(cases)} {case.id}: "
+                + ", ".join(f"{r.setup} {int(r.baseline)}->{int(r.final)}" for r in done),
+                file=sys.stderr,
+                flush=True,
+            )
+    return rows
+
+
+def summarise(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """Per setup: the paired summary, tokens and seconds per prompt, judge agreement."""
+    setups: dict[str, list[Row]] = {}
+    for row in rows:
+        setups.setdefault(row.setup, []).append(row)
+    out: dict[str, dict[str, Any]] = {}
+    first = next(iter(setups.values()))
+    out["baseline"] = {
+        **paired_summary([r.baseline for r in first], [r.baseline for r in first]),
+        "model_tokens": statistics.mean(r.first_tokens for r in first),
+        "judge_tokens": 0.0,
+        "seconds": None,
+        "attempts": 1.0,
+        "errors": 0,
+    }
+    for setup, group in setups.items():
+        summary = paired_summary([r.baseline for r in group], [r.final for r in group])
+        judged = [
+            (bool(j), o) for r in group for j, o in zip(r.judged, r.oracle, strict=False)
+            if j is not None
+        ]  # fmt: skip
+        out[setup] = {
+            **summary,
+            "model_tokens": statistics.mean(r.model_tokens for r in group),
+            "judge_tokens": statistics.mean(r.judge_tokens for r in group),
+            "seconds": statistics.mean(r.seconds for r in group),
+            "attempts": statistics.mean(len(r.answers) for r in group),
+            "errors": sum(1 for r in group if r.error),
+            "judge_agreement": agreement(judged) if setup.startswith("model-judge") else None,
+        }
+    return out
+
+
+def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
+    lines = [
+        "## Does refinement help? IFBench on local models",
+        "",
+        f"The first {args.n} of IFBench's {args.available} offline-verifiable test prompts "
+        f"(`benchmarks/ifbench/cases.jsonl`), IFBench's strict verifiers as the oracle, "
+        f"{ATTEMPTS} attempts at most, temperature 0, seed {SEED}, max_tokens "
+        f"{args.max_tokens}, {args.threads} llama.cpp threads on a shared 2-core machine. Lift = "
+        "final − baseline pass rate with a paired 95 % interval (normal approximation on "
+        "per-prompt differences); a peer's baseline is its own first attempt. Command: "
+        f"`{args.command}`.",
+        "",
+    ]
+    for model, summary in results.items():
+        lines += [
+            f"### {model}",
+            "",
+            "| setup | baseline | final | lift (95 % CI) | improved / degraded | error intro. | "
+            "attempts | model tokens / prompt | judge tokens / prompt | s / prompt | kappa |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for setup, s in summary.items():
+            lo, hi = s["lift_ci95"]
+            kappa = (s.get("judge_agreement") or {}).get("kappa")
+            seconds = "" if s["seconds"] is None else f"{s['seconds']:.1f}"
+            lines.append(
+                f"| {setup} | {s['baseline_pass_rate']:.0%} | {s['final_pass_rate']:.0%} "
+                f"| {s['lift'] * 100:+.1f} pp ({lo * 100:+.0f}, {hi * 100:+.0f}) "
+                f"| {s['improved']} / {s['degraded']} | {s['error_introduction_rate']:.1%} "
+                f"| {s['attempts']:.2f} | {s['model_tokens']:,.0f} | {s['judge_tokens']:,.0f} "
+                f"| {seconds} | {'' if kappa is None else f'{kappa:.2f}'} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+async def run(args: argparse.Namespace) -> None:
+    raw = convert.load_cases()
+    args.available = len(raw)
+    cases = [Case.of(c) for c in raw[: args.n]]
+    all_rows: dict[str, list[Row]] = {}
+    for name in args.models:
+        started = time.perf_counter()
+        all_rows[name] = await run_model(name, cases, args)
+        print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    results = {name: summarise(rows) for name, rows in all_rows.items()}
+    if args.dump:
+        lines = [
+            json.dumps({"model": name, **asdict(row)}, ensure_ascii=False)
+            for name, rows in all_rows.items()
+            for row in rows
+        ]
+        Path(args.dump).write_text("\n".join(lines) + "\n", encoding="utf-8")  # noqa: ASYNC240
+    figures = [
+        figure(
+            f"quality_{name.replace('.', '_')}",
+            f"IFBench prompt-level pass rate, {name} (first {args.n} prompts)",
+            "pass rate (%)",
+            [bar(setup, [s["final_pass_rate"] * 100]) for setup, s in summary.items()],
+        )
+        for name, summary in results.items()
+    ]
+    emit(markdown(results, args), {"n": args.n, "results": results}, figures)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10 prompts, SmolLM2 only")
+    parser.add_argument("--n", type=int, default=None, help="prompts (default 40; quick: 10)")
+    parser.add_argument("--models", nargs="+", default=None, choices=MODELS)
+    parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
+    parser.add_argument("--templates", nargs="+", default=["default"], choices=list(TEMPLATES))
+    parser.add_argument("--max-tokens", type=int, default=160)
+    # One llama.cpp thread: on a shared 2-core machine two threads spin-wait for each other
+    # while descheduled (measured here: 1 thread did 6 attempts in 48 s, 2 threads 3 in ~8 min).
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ctx", type=int, default=4096)
+    parser.add_argument("--dump", default=None, help="write every attempt here (JSONL)")
+    args = parser.parse_args(argv)
+    args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
+    if args.n is None:
+        args.n = 10 if args.quick else 40
+    if args.models is None:
+        args.models = ["smollm2-135m"] if args.quick else list(MODELS)
+    anyio.run(run, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The quality benchmark's arithmetic and judges, without a model (the run itself is too slow
+for CI: minutes of CPU per model; `python -m benchmarks.bench_quality --quick` runs it)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from benchmarks import bench_quality as bq
+from benchmarks.ifbench import convert, verify
+
+from jevrefine.jev import JudgeInput, ModelJudgeClient
+from jevrefine.testing import FunctionModel
+
+try:
+    verify.registry()
+    HAVE_VERIFIERS = True
+except verify.VerifierUnavailableError:
+    HAVE_VERIFIERS = False
+
+
+def test_paired_summary_counts_and_interval() -> None:
+    before = [True, True, False, False, False, True, False, False]
+    after = [True, False, True, True, False, True, True, False]
+    s = bq.paired_summary(before, after)
+    assert (s["n"], s["improved"], s["degraded"]) == (8, 3, 1)
+    assert s["baseline_pass_rate"] == 3 / 8
+    assert s["final_pass_rate"] == 5 / 8
+    assert s["lift"] == pytest.approx(2 / 8)
+    assert s["error_introduction_rate"] == pytest.approx(1 / 3)
+    assert s["improvements_per_degradation"] == 3
+    # diffs 0,-1,1,1,0,0,1,0: mean 0.25, sample sd sqrt(0.5), half-width 1.96 * sd / sqrt(8)
+    half = 1.96 * math.sqrt(0.5) / math.sqrt(8)
+    assert s["lift_ci95"] == pytest.approx([0.25 - half, 0.25 + half])
+
+
+def test_paired_summary_edge_cases() -> None:
+    s = bq.paired_summary([False, False], [False, False])
+    assert s["lift_ci95"] == [0.0, 0.0]
+    assert s["error_introduction_rate"] == 0.0
+    assert s["improvements_per_degradation"] is None
+    with pytest.raises(ValueError, match="differ in size"):
+        bq.paired_summary([True], [True, False])
+    with pytest.raises(ValueError, match="no prompts"):
+        bq.paired_summary([], [])
+
+
+def test_kappa() -> None:
+    perfect = bq.agreement([(True, True), (False, False), (True, True)])
+    assert perfect["kappa"] == 1.0
+    # Always "passed" whatever the oracle says: no better than chance.
+    blind = bq.agreement([(True, True), (True, False), (True, True), (True, False)])
+    assert blind["kappa"] == 0.0
+    assert (blind["tp"], blind["fp"], blind["fn"], blind["tn"]) == (2, 2, 0, 0)
+    mixed = bq.agreement([(True, True), (True, False), (False, False), (False, False)])
+    # observed 0.75; expected (2*1 + 2*3) / 16 = 0.5; kappa 0.5
+    assert mixed["kappa"] == pytest.approx(0.5)
+    assert bq.agreement([])["kappa"] is None
+
+
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
+async def test_verifier_judge_fails_with_the_instruction_and_makes_no_call() -> None:
+    case = bq.Case.of(convert.load_cases()[0])  # keywords a given number of times each
+    model = FunctionModel(lambda _prompt: "yes")
+    judge = bq.verifier_judge(case, ModelJudgeClient(model))
+    verdict = await judge.evaluate(JudgeInput("user: " + case.prompt, "No keywords here."))
+    assert not verdict.passed
+    assert "0:count:keywords_multiple" in verdict.feedback
+    assert "kaleidoscope" in verdict.feedback
+    good = "kaleidoscope nebula nebula " + "whisper " * 3 + "labyrinth " * 5 + "paradox " * 7
+    assert (await judge.evaluate(JudgeInput("user: x", good))).passed
+    assert model.prompts == []  # code checks only: the judge model was never asked
