@@ -547,6 +547,10 @@ def _http_error(exc: anthropic.APIStatusError, model: str) -> ModelHTTPError:
                 message = f"{kind}: {error['message']}" if kind else str(error["message"])
             if status < 400:  # an `error` event in a stream that had started with 200
                 status = _ERROR_TYPE_STATUS.get(str(kind), 500)
+    if status < 400:
+        # An error event whose body could not be read names no type: a server error, never
+        # an "HTTP 200" error.
+        status = 500
     return ModelHTTPError(
         status,
         body,
