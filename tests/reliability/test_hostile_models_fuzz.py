@@ -9,7 +9,8 @@ well-typed `ChatResponse` (text a `str`, token counts whole numbers from 0) or i
 `jevrefine.exceptions` error; no other exception. Structured-output parsing of any text ends in
 the value or in `StructuredOutputError`.
 
-Short by default (CI); `JEVREFINE_FUZZ_EXAMPLES=5000` runs more.
+Short by default (CI: 100 examples per test); `JEVREFINE_FUZZ_EXAMPLES=5000` runs more, with
+each test's time limit raised to match.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 PROMPT = Prompt((UserMessage("hello"),), ChatOptions())
+pytestmark = pytest.mark.timeout(max(120, EXAMPLES // 4))
+"""A loaded machine runs a few examples a second at worst: the suite's 120 s, or more."""
 
 json_values = st.recursive(
     st.none()

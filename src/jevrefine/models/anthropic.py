@@ -382,13 +382,12 @@ class AnthropicChatModel(ChatModel):
             if opening.cancelled_caught:
                 raise pace.expired(model, where)
             async with events:  # closes the HTTP response when the consumer stops early
-                iterator = events.__aiter__()
                 while True:
                     # Each wait for an event has its own deadline; the scope never spans a yield.
                     with pace.scope() as waiting:
                         try:
                             with _broken_stream_is_incomplete(model, where):
-                                event = await iterator.__anext__()
+                                event = await events.__anext__()
                         except StopAsyncIteration:
                             break
                     if waiting.cancelled_caught:
