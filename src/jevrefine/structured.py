@@ -14,6 +14,7 @@ require an object at the root of a response schema.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -93,11 +94,11 @@ class OutputSpec(Generic[T]):
         """
         try:
             value = _decode_json(text)
-        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's limit
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the decoder
             raise StructuredOutputError(
-                f"the model's answer is not JSON, so it cannot be read as {self.name}: "
-                f"{_preview(text)}. Use entity(..., native=True) with a model that supports "
-                "structured output, or lower the temperature.",
+                f"the model's answer is not JSON{_reason(exc)}, so it cannot be read as "
+                f"{self.name}: {_preview(text)}. Use entity(..., native=True) with a model that "
+                "supports structured output, or lower the temperature.",
                 raw_text=text,
                 target=self.name,
                 model_name=model_name,
@@ -161,15 +162,50 @@ def _schema_name(target: Any) -> str:
     return name[:64]
 
 
+class _NotStrictJSON(ValueError):
+    """A value Python's decoder accepts but JSON has not: NaN, Infinity, a float past the range."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotStrictJSON(f"{name} is not a JSON number")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if value in (math.inf, -math.inf):
+        # `1e999` or 310 digits: Python reads it as infinity, which no answer meant.
+        raise _NotStrictJSON(f"the number {literal[:20]}... is beyond the range of a float")
+    return value
+
+
+def _loads(text: str) -> Any:
+    """`json.loads`, strict: no NaN or Infinity, no float read as infinity.
+
+    A number past Python's 4,300-digit limit raises `ValueError` as well.
+    """
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why decoding failed, when that is more than "not JSON" (a number out of range)."""
+    if isinstance(exc, _NotStrictJSON):
+        return f" ({exc})"
+    if isinstance(exc, ValueError) and "digits" in str(exc):
+        return " (a number has more than 4,300 digits)"
+    return ""
+
+
 def _decode_json(text: str) -> Any:
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return _loads(stripped)
+    except _NotStrictJSON:
+        raise  # the same value would be found again inside a fence or prose
     except ValueError:
         pass
     fence = _FENCE.search(stripped)
     if fence:
-        return json.loads(fence.group(1).strip())
+        return _loads(fence.group(1).strip())
     # Prose around one JSON value: take the outermost object or array.
     starts = [i for i in (stripped.find("{"), stripped.find("[")) if i >= 0]
     if not starts:
@@ -178,7 +214,7 @@ def _decode_json(text: str) -> Any:
     end = stripped.rfind("}" if stripped[start] == "{" else "]")
     if end <= start:
         raise ValueError("no JSON value")
-    return json.loads(stripped[start : end + 1])
+    return _loads(stripped[start : end + 1])
 
 
 def _preview(text: str, limit: int = 200) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from _hostile_model_peer import Answer, HostilePeer, body, raw, sse, sse_events
 
-from jevrefine.exceptions import IncompleteResponseError, ModelError
+from jevrefine.exceptions import IncompleteResponseError, ModelError, ModelHTTPError
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.base import ChatModel
@@ -375,3 +375,30 @@ async def test_the_good_bodies_still_read(peer: HostilePeer, kind: str) -> None:
         assert response.metadata.usage.input_tokens == 3
         text = "".join([chunk.result.text async for chunk in model.stream(PROMPT)])
     assert text == ("Hello!" if kind == "openai" else "Hello")
+
+
+async def test_a_call_made_through_a_stream_says_the_answer_is_incomplete(
+    peer: HostilePeer,
+) -> None:
+    """Promise: an Anthropic call the SDK must stream (a large `max_tokens`) that is cut off
+    mid-answer raises `IncompleteResponseError` too; the partial text is not returned."""
+    peer.script(sse_events([_START, _BLOCK, _text("Hello"), _text(" wor")]))
+    async with AnthropicChatModel(
+        MODEL, base_url=peer.url, api_key="sk-hostile-test", max_tokens=64_000
+    ) as model:
+        with pytest.raises(IncompleteResponseError, match="incomplete") as caught:
+            await model.call(PROMPT)
+    _assert_names_the_server(caught.value)
+    assert b'"stream":true' in peer.requests[0].replace(b" ", b"")
+
+
+async def test_an_unreadable_error_event_is_a_server_error(peer: HostilePeer) -> None:
+    """Promise: an Anthropic `error` event whose body does not decode (a 4,301-digit number)
+    is a `ModelHTTPError` 500, transient, not an "HTTP 200" error."""
+    event = b'{"type": "error", "error": {"type": "x", "code": ' + HUGE_INT + b"}}"
+    peer.script(sse_events([("error", event)]))
+    async with _model("anthropic", peer) as model:
+        with pytest.raises(ModelHTTPError) as caught:
+            await _stream(model)
+    assert caught.value.status_code == 500
+    assert caught.value.is_transient

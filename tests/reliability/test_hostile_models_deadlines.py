@@ -267,3 +267,52 @@ def test_an_api_key_that_is_no_string_is_refused_without_showing_it() -> None:
 
 class _NoPeer:
     url = "http://127.0.0.1:1"
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_slow_consumer_is_not_a_stalled_server(peer: HostilePeer, kind: str) -> None:
+    """Promise: the gap between chunks is the server's: a consumer that takes longer than
+    `timeout` over each chunk does not make the stream time out."""
+    if kind == "openai":
+        events = [_openai_chunk("a"), _openai_chunk("b"), _openai_finish(), b"data: [DONE]\n\n"]
+    else:
+        events = [_anthropic_opening(), _anthropic_text("a"), _anthropic_text("b"), *_ANTHROPIC_END]
+    peer.script(_at_once(events))
+    pieces: list[str] = []
+    async with _model(kind, peer, timeout=0.5) as model:
+        async for chunk in model.stream(PROMPT):
+            pieces.append(chunk.result.text)
+            await anyio.sleep(0.8)
+    assert "".join(pieces) == "ab"
+
+
+def _openai_finish() -> bytes:
+    chunk = {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    }
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+_ANTHROPIC_END = [
+    b"event: message_delta\ndata: "
+    + json.dumps(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 2},
+        }
+    ).encode()
+    + b"\n\n",
+    b'event: message_stop\ndata: {"type": "message_stop"}\n\n',
+]
+
+
+def _at_once(events: list[bytes]) -> Answer:
+    async def answer(writer: asyncio.StreamWriter) -> None:
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+        writer.write(head + b"".join(events))
+        writer.write_eof()
+
+    return answer

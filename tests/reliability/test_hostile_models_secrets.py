@@ -161,3 +161,27 @@ def test_a_short_placeholder_key_is_not_blanked_out() -> None:
     assert Reader("local").text("locally", "x") == "locally"
     assert Reader(KEY).text(f"a{KEY}b", "x") == "a***b"
     assert Reader(None).optional_text("", "x") is None
+
+
+def test_the_log_filter_rewrites_only_records_holding_a_key() -> None:
+    """The filter blanks a registered key out of the SDK loggers' records, leaves other records
+    as they are, and never raises for a record whose arguments do not format."""
+    from jevrefine.models._log_scrub import _FILTER, register_key, unregister_key
+
+    def record(msg: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("openai._base_client", logging.DEBUG, __file__, 1, msg, args, None)
+
+    register_key(KEY)
+    try:
+        echoed = record("request_id: %s", f"req-{KEY}")
+        assert _FILTER.filter(echoed)
+        assert echoed.getMessage() == "request_id: req-***"
+        plain = record("request_id: %s", "req-1")
+        assert _FILTER.filter(plain)
+        assert plain.args == ("req-1",)
+        assert _FILTER.filter(record("%d", "not a number"))
+    finally:
+        unregister_key(KEY)
+    untouched = record("%s", KEY)
+    assert _FILTER.filter(untouched)
+    assert untouched.getMessage() == KEY  # once no adapter holds the key, it is not searched for

@@ -107,13 +107,18 @@ class Pace:
         self._next = min(now + deadlines.total, self._end)
 
     def scope(self) -> anyio.CancelScope:
-        """A cancel scope for waiting for the next chunk (or for the stream to open)."""
+        """A cancel scope for waiting for the next chunk (or for the stream to open).
+
+        Once the stream has begun, the gap is counted from now, when the waiting starts: the
+        time the consumer spent on the previous chunk is not the server's.
+        """
+        if self._started:
+            self._next = min(anyio.current_time() + self._deadlines.idle, self._end)
         return anyio.CancelScope(deadline=self._next)
 
     def advanced(self) -> None:
-        """A chunk came: the next one has `idle` seconds (within the whole stream's bound)."""
+        """A chunk came: from now on each wait has `idle` seconds (within the whole stream's)."""
         self._started = True
-        self._next = min(anyio.current_time() + self._deadlines.idle, self._end)
 
     def expired(self, model: str, where: str) -> ModelTimeoutError:
         """The error for the deadline that just passed, naming the setting to raise."""

@@ -58,7 +58,10 @@ class _KeyFilter(logging.Filter):
         keys = tuple(self._counts)
         if not keys:
             return True
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose arguments do not format: the handler reports it
+            return True
         scrubbed = message
         for key in keys:
             if key in scrubbed:

@@ -382,13 +382,12 @@ class AnthropicChatModel(ChatModel):
             if opening.cancelled_caught:
                 raise pace.expired(model, where)
             async with events:  # closes the HTTP response when the consumer stops early
-                iterator = events.__aiter__()
                 while True:
                     # Each wait for an event has its own deadline; the scope never spans a yield.
                     with pace.scope() as waiting:
                         try:
                             with _broken_stream_is_incomplete(model, where):
-                                event = await iterator.__anext__()
+                                event = await events.__anext__()
                         except StopAsyncIteration:
                             break
                     if waiting.cancelled_caught:
@@ -547,6 +546,10 @@ def _http_error(exc: anthropic.APIStatusError, model: str) -> ModelHTTPError:
                 message = f"{kind}: {error['message']}" if kind else str(error["message"])
             if status < 400:  # an `error` event in a stream that had started with 200
                 status = _ERROR_TYPE_STATUS.get(str(kind), 500)
+    if status < 400:
+        # An error event whose body could not be read names no type: a server error, never
+        # an "HTTP 200" error.
+        status = 500
     return ModelHTTPError(
         status,
         body,

@@ -337,13 +337,12 @@ class OpenAIChatModel(ChatModel):
             if opening.cancelled_caught:
                 raise pace.expired(model, where)
             try:
-                iterator = chunks.__aiter__()
                 while True:
                     # Each wait for a chunk has its own deadline (the first one's is
                     # `total_timeout`, then `timeout`); the scope never spans a `yield`.
                     with pace.scope() as waiting:
                         try:
-                            chunk = await iterator.__anext__()
+                            chunk = await chunks.__anext__()
                         except StopAsyncIteration:
                             break
                     if waiting.cancelled_caught:
