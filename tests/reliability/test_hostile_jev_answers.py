@@ -52,7 +52,7 @@ from jevrefine.jev.retry import parse_retry_after
 from jevrefine.messages import AssistantMessage, ChatResponse, Generation, Prompt, TokenLogprob
 from jevrefine.testing import FunctionModel
 
-EXAMPLES = int(os.environ.get("JEVREFINE_FUZZ_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("JEVREFINE_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 TONE = Choice("What is the tone?", options=["polite", "rude"])
@@ -322,6 +322,7 @@ _bodies = st.one_of(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=_bodies)
 def test_fuzz_system_one_bodies_give_a_valid_answer_or_a_response_error(data: Any) -> None:
@@ -343,6 +344,7 @@ def test_fuzz_system_one_bodies_give_a_valid_answer_or_a_response_error(data: An
     assert parsed.choice("t").choice in ("polite", "rude")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=_json)
 def test_fuzz_models_and_error_bodies_stay_typed(data: Any) -> None:

@@ -111,8 +111,21 @@ async def test_an_echoed_key_in_errors_is_scrubbed(caplog: pytest.LogCaptureFixt
         b"HTTP/1.1 200 OK\r\n" + ECHO_HEADERS + b"content-length: 5\r\n\r\n" + KEY[:5].encode(),
         response(b'{"model":"' + KEY.encode() + b'","answers":{"g":{"noul":7.5,"type":"noul"}}}'),
         response(b"not json " + KEY.encode(), headers=ECHO_HEADERS),
+        # The key across the point where a message or a kept body is cut: scrubbed before it.
+        f"HTTP/1.1 200 {'x' * 40}{KEY}\x00\r\ncontent-length: 0\r\n\r\n".encode(),
+        response(b"x" * 990 + KEY.encode()),
+        response(b"x" * 1990 + KEY.encode(), status=b"500 Oops"),
     ],
-    ids=["status-line", "chunk-size", "not-json-header", "bad-answer-body", "not-json-body"],
+    ids=[
+        "status-line",
+        "chunk-size",
+        "not-json-header",
+        "bad-answer-body",
+        "not-json-body",
+        "cut-status-line",
+        "cut-body",
+        "cut-error-body",
+    ],
 )
 async def test_an_echoed_key_in_a_broken_response_is_scrubbed(
     raw: bytes, caplog: pytest.LogCaptureFixture
@@ -123,6 +136,7 @@ async def test_an_echoed_key_in_a_broken_response_is_scrubbed(
         with anyio.fail_after(5), pytest.raises(JudgeError) as caught:
             await client.system_one("s", QUESTIONS)
     _assert_clean(otel, caplog, caught.value, caught.value.args, vars(caught.value))
+    assert KEY[:6] not in str(caught.value) + repr(vars(caught.value))  # not even a prefix
 
 
 async def test_an_echoed_key_in_a_reset_connection_message_is_scrubbed(

@@ -30,7 +30,7 @@ from jevrefine.jev._transport import (
 )
 
 CAP = 64 * 1024
-EXAMPLES = int(os.environ.get("JEVREFINE_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("JEVREFINE_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -362,6 +362,7 @@ async def _fuzz_once(raw: bytes, cap: int) -> None:
             assert len(outcome.content) <= cap
 
 
+@pytest.mark.slow
 @FUZZ
 @given(raw=_response, cap=st.sampled_from([16, 1024, CAP]))
 def test_fuzz_the_transport_raises_only_documented_errors(raw: bytes, cap: int) -> None:
@@ -384,6 +385,7 @@ async def _fuzz_client_once(raw: bytes) -> None:
                 await client.system_one("s", {"g": Noul("q?")})
 
 
+@pytest.mark.slow
 @FUZZ
 @given(raw=_response)
 def test_fuzz_judge_client_raises_only_judge_errors(raw: bytes) -> None:

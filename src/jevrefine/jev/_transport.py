@@ -54,6 +54,7 @@ _HUGE: Final = 10**_MAX_LENGTH_DIGITS
 _MAX_INTERIM: Final = 10
 """Interim (1xx) responses skipped before the final one."""
 _READ_SIZE: Final = 65536
+_EXCERPT: Final = 1024
 _HEXDIG: Final = b"0123456789abcdefABCDEF"
 _TCHAR: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _CONTROL: Final = bytes(range(32)) + b"\x7f"
@@ -72,6 +73,12 @@ class MalformedResponseError(httpx2.RemoteProtocolError):
 
     A connection that ends early is not this, but a plain `httpx2.RemoteProtocolError`.
     """
+
+    def __init__(self, message: str, *, request: httpx2.Request, excerpt: bytes = b"") -> None:
+        super().__init__(message, request=request)
+        self.excerpt = excerpt
+        """The start of the offending bytes (up to 1 KiB), kept out of the message: the server
+        may have put a secret in them, and only the caller knows which to scrub."""
 
 
 class _StaleConnection(Exception):
@@ -287,9 +294,10 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
 
 
 def _malformed(request: httpx2.Request, what: str, raw: bytes = b"") -> MalformedResponseError:
-    # At most a short prefix of what the server sent: enough to recognise it, never a flood.
-    quoted = f" {raw[:60]!r}" if raw else ""
-    return MalformedResponseError(f"malformed response: {what}{quoted}", request=request)
+    # At most a prefix of what the server sent: enough to recognise it, never a flood.
+    return MalformedResponseError(
+        f"malformed response: {what}", request=request, excerpt=raw[:_EXCERPT]
+    )
 
 
 def _too_large(request: httpx2.Request, limit: int) -> ResponseTooLargeError:

@@ -385,6 +385,15 @@ class JudgeClient(AsyncClosing):
         check_answers(parsed, questions, body=data)
         return parsed
 
+    def _excerpt(self, content: bytes, limit: int) -> str:
+        """The start of what a server sent, scrubbed of the key *before* it is cut.
+
+        A cut through the key would leave a prefix of it that no later scrubbing recognises.
+        """
+        margin = len(self._secret or "")
+        text = content[: limit + margin].decode("utf-8", "replace")
+        return str(redact(text, self._secret))[:limit]
+
     def _request_id(self, response: httpx2.Response) -> str | None:
         """The request id header, scrubbed: it lands in errors, spans and metrics."""
         value = response.headers.get(REQUEST_ID_HEADER)
@@ -403,7 +412,7 @@ class JudgeClient(AsyncClosing):
             reason = str(exc)[:200]
             raise JudgeResponseError(
                 f"the API answered {response.status_code} with a body that is not JSON ({reason})",
-                body=redact(response.content[:1000].decode("utf-8", "replace"), self._secret),
+                body=self._excerpt(response.content, 1000),
                 request_id=self._request_id(response),
             ) from None
         return redact(data, self._secret)
@@ -486,7 +495,7 @@ class JudgeClient(AsyncClosing):
             return response
         raise api_error(
             status,
-            redact(_error_body(response), self._secret),
+            self._error_body(response),
             request_id=self._request_id(response),
             endpoint=f"{method} {url}",
             retry_after=parse_retry_after(response.headers),
@@ -514,7 +523,9 @@ class JudgeClient(AsyncClosing):
         except (ResponseTooLargeError, MalformedResponseError) as exc:
             # Not a connection failure: the server answered, with something no answer can be.
             # Retrying would read the same flood (or the same broken framing) again.
-            raise JudgeResponseError(f"{method} {url}: {exc}") from None
+            excerpt = getattr(exc, "excerpt", b"")
+            shown = f" {self._excerpt(excerpt, 80)!r}" if excerpt else ""
+            raise JudgeResponseError(f"{method} {url}: {exc}{shown}") from None
         except httpx2.TimeoutException as exc:
             # `from None`: httpx's exception holds the request, and the request holds the key.
             raise JudgeTimeoutError(
@@ -525,18 +536,18 @@ class JudgeClient(AsyncClosing):
                 f"{method} {url}: connection failed ({type(exc).__name__}: {exc})"
             ) from None
 
+    def _error_body(self, response: httpx2.Response) -> Any:
+        """An error response's body, decoded when it is JSON, scrubbed of the key either way."""
+        content = response.content
+        if not content:
+            return None
+        try:
+            return redact(from_json(content), self._secret)
+        except ValueError:
+            return self._excerpt(content, 2000)
+
     def _budget_message(self) -> str:
         return f"the call did not finish within total_timeout={self._total_timeout:g} s"
-
-
-def _error_body(response: httpx2.Response) -> Any:
-    content = response.content
-    if not content:
-        return None
-    try:
-        return from_json(content)
-    except ValueError:
-        return content[:2000].decode("utf-8", "replace")
 
 
 def _proxy_configured() -> bool:
