@@ -28,7 +28,7 @@ _TOPICS: list[tuple[str, str, str | None, list[str], str, str, list[str]]] = [
         "capital-france", "Name the capital of France in one word.", "Paris",
         ["equals", "icontains"],
         "Paris",
-        "The capital of France is Paris, a city on the Seine.",
+        "It is the city on the Seine, home of the Eiffel Tower.",
         ["The answer must equal 'Paris'.", "The answer must contain 'paris'."],
     ),
     (
@@ -127,35 +127,44 @@ def make_report(*, n_cases: int = 40, seed: int = 17) -> dict[str, Any]:
     tokens = {"model": 0, "judge": 0, "grader": 0}
     for number in range(1, n_cases + 1):
         topic = _TOPICS[(number - 1) % len(_TOPICS)]
-        topic_id, _, expected, kinds = topic[:4]
+        topic_id = topic[0]
         case_id = f"{topic_id}-{number:02d}"
         if number == 8:
             case_id = '<img src=x onerror="window.__pwned=3">'  # a hostile id as well
         if number in _ERRORED:
-            results.append(_errored(case_id, _ERRORED[number], expected))
-            continue
-        row, log = _case(rng, number, case_id, topic)
+            row = _errored(case_id, _ERRORED[number], topic)
+        else:
+            row, log = _case(rng, number, case_id, topic)
+            assertion_log.extend(log)
+            latencies.append(row["latency_s"])
         results.append(row)
-        assertion_log.extend(log)
-        latencies.append(round(rng.uniform(0.4, 1.6) * len(row["attempts"]), 3))
-        tokens["model"] += 180 * len(row["attempts"]) + rng.randint(0, 60)
-        tokens["judge"] += 90 * sum(a["judge_passed"] is not None for a in row["attempts"])
-        tokens["grader"] += 120 if "llm-rubric" in kinds else 0
+        for kind in tokens:
+            tokens[kind] += row[f"{kind}_tokens"]
     return _summarise(results, assertion_log, latencies, tokens)
 
 
-def _errored(case_id: str, error: str, expected: str | None) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def _errored(
+    case_id: str, error: str, topic: tuple[str, str, str | None, list[str], str, str, list[str]]
+) -> dict[str, Any]:
+    _, prompt, expected, kinds = topic[:4]
+    # Rows carry more than the pinned keys (as `evaluate` writes them): the page shows them too.
+    return {
         "id": case_id,
+        "input": prompt,
+        "expected": expected,
+        "metadata": {},
+        "assertion_types": kinds,
         "passed_baseline": None,
         "passed_final": None,
         "chosen": None,
+        "outcome": None,
         "error": error,
         "attempts": [],
+        "model_tokens": 0,
+        "judge_tokens": 0,
+        "grader_tokens": 0,
+        "latency_s": 30.0,
     }
-    if expected is not None:
-        row["expected"] = expected
-    return row
 
 
 def _case(
@@ -183,17 +192,28 @@ def _case(
     if number in _HOSTILE:
         attempts[-1]["answer"] = _HOSTILE[number]
     chosen = attempts[-1]["index"]
+    judged = sum(a["judge_passed"] is not None for a in attempts)
+    messages = [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": prompt},
+    ]
     row: dict[str, Any] = {
         "id": case_id,
+        "input": messages if number % 10 == 2 else prompt,
+        "expected": expected,
+        "metadata": {"topic": topic[0], "difficulty": ("easy", "medium", "hard")[number % 3]},
+        "assertion_types": kinds,
         "passed_baseline": attempts[0]["oracle_passed"],
         "passed_final": attempts[-1]["oracle_passed"],
         "chosen": chosen,
+        "outcome": "passed" if attempts[-1]["judge_passed"] else "best_attempt",
         "error": None,
         "attempts": attempts,
-        "metadata": {"topic": case_id.split("-")[0], "prompt": prompt},
+        "model_tokens": 180 * len(attempts) + rng.randint(0, 60),
+        "judge_tokens": 90 * judged if "llm-rubric" in kinds else 0,
+        "grader_tokens": 120 * len(attempts) if "llm-rubric" in kinds else 0,
+        "latency_s": round(rng.uniform(0.4, 1.6) * len(attempts), 3),
     }
-    if expected is not None:
-        row["expected"] = expected
     log = [(kind, verdicts[0][i], verdicts[len(attempts) - 1][i]) for i, kind in enumerate(kinds)]
     return row, log
 

@@ -208,6 +208,11 @@ def test_summary_numbers_in_the_dom_equal_the_json(open_page: Any) -> None:
     assert f"{final} of {len(scored)} cases pass as returned" in summary
     assert f"of {base} cases that passed at attempt 1" in summary
     assert f"of {len(scored) - base} cases that failed at attempt 1" in summary
+    for kind, rates in data["per_assertion"].items():
+        total = sum(r["assertion_types"].count(kind) for r in scored)
+        for rate in ("baseline_pass_rate", "final_pass_rate"):
+            cell = page.locator(f'[data-key="per_assertion.{kind}.{rate}"]').locator("..")
+            assert f"{round(rates[rate] * total)} of {total}" in cell.inner_text()
     judged = sum(data["judge_agreement"][k] for k in ("tp", "fp", "fn", "tn"))
     assert f"of {judged} judged attempts" in page.inner_text("#agreement")
     headline = page.inner_text("#headline")
@@ -241,12 +246,13 @@ def test_expanding_a_case_shows_its_attempts(open_page: Any) -> None:
         assert ("judge: pass" if attempt["judge_passed"] else "judge: fail") in head
         assert ("oracle: pass" if attempt["oracle_passed"] else "oracle: fail") in head
         for failed in attempt["failed_assertions"]:
-            assert f"#{failed}" in head
+            assert f"#{failed} {result['assertion_types'][failed]}" in head
         feedback = shown.locator("pre.feedback")
         if attempt["feedback"] is None:
             assert feedback.count() == 0
         else:
             assert feedback.text_content() == attempt["feedback"]
+    assert case.locator(".field", has_text="input").first.inner_text().endswith(result["input"])
     assert "returned" in attempts.nth(2).locator(".head").inner_text()
     assert "returned" not in attempts.nth(0).locator(".head").inner_text()
     opened.assert_offline()
@@ -576,3 +582,13 @@ class _Texts(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in_answer:
             self.answers[-1] += data
+
+
+def test_rows_with_only_the_pinned_keys_render() -> None:
+    data = make_report()
+    pinned = {"id", "passed_baseline", "passed_final", "chosen", "error", "attempts"}
+    data["results"] = [{k: v for k, v in r.items() if k in pinned} for r in data["results"]]
+    page = render_eval_html(data)
+    assert ">assertions</th>" not in page  # no denominator column without the types
+    assert "failed assertions: #0" in page
+    assert page.count('<details class="case"') == 40

@@ -96,6 +96,7 @@ code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mon
 font-size:13px}
 .rate{display:flex;gap:8px;align-items:center;justify-content:flex-end}
 .rate>span{min-width:52px;text-align:right}
+.rate>span.of{min-width:64px;color:var(--muted);font-size:12.5px}
 .asserts{max-width:820px}
 .matrix{width:auto;margin:6px 0 10px}
 .matrix td.cell{width:130px;text-align:center;border:1px solid var(--line);padding:10px}
@@ -127,6 +128,8 @@ unicode-bidi:isolate}
 .attempt{border-left:3px solid var(--line);padding:4px 0 6px 12px;margin:10px 0}
 .attempt.chosen{border-left-color:var(--accent)}
 .attempt .head{display:flex;gap:8px;align-items:center;flex-wrap:wrap;margin-bottom:6px}
+.msg .role{font-size:12px;font-weight:600;color:var(--muted)}
+.facts-case{font-size:13px;margin:8px 0 0}
 .field{margin:6px 0}.field>.name{font-size:12px;font-weight:600;color:var(--muted);
 text-transform:uppercase;letter-spacing:.05em}
 pre{margin:4px 0 0;white-space:pre-wrap;overflow-wrap:anywhere;background:var(--soft);
@@ -424,7 +427,7 @@ def render_eval_html(data: Mapping[str, Any], *, title: str = "jevrefine eval") 
             ),
             _agreement_panel(data.get("judge_agreement")),
             "</div>",
-            _assertion_panel(data.get("per_assertion") or {}, scored),
+            _assertion_panel(data.get("per_assertion") or {}, data.get("results") or [], scored),
             _eval_cases(data.get("results") or []),
         ]
     )
@@ -669,9 +672,26 @@ def _agreement_panel(agreement: object) -> str:
     return _panel(title, _esc(note), matrix + summary, section_id="agreement")
 
 
-def _assertion_panel(per_assertion: Mapping[str, Any], scored: int) -> str:
+def _assertion_counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int] | None:
+    """How many assertions of each type the scored cases hold, when the rows say so."""
+    counts: dict[str, int] = {}
+    for result in results:
+        if result.get("error"):
+            continue
+        types = result.get("assertion_types")
+        if not isinstance(types, list):
+            return None  # a row without its types: no denominator is certain
+        for kind in types:
+            counts[str(kind)] = counts.get(str(kind), 0) + 1
+    return counts
+
+
+def _assertion_panel(
+    per_assertion: Mapping[str, Any], results: Sequence[Mapping[str, Any]], scored: int
+) -> str:
     if not per_assertion:
         return _panel("Assertions", "", '<p class="empty">No assertions.</p>', section_id="asserts")
+    counts = _assertion_counts(results)
     rows = []
     for kind, rates in per_assertion.items():
         rates = rates if isinstance(rates, Mapping) else {}
@@ -682,21 +702,17 @@ def _assertion_panel(per_assertion: Mapping[str, Any], scored: int) -> str:
             else None
         )
         tone = "pass" if change and change > 0 else "fail" if change and change < 0 else ""
-        count = rates.get("count")
+        total = counts.get(kind) if counts is not None else None
         rows.append(
             f"<tr><td><code>{_esc(kind)}</code></td>"
-            + (f'<td class="n">{_int(count)}</td>' if "count" in rates else "")
-            + f'<td class="n"><div class="rate">{_mini_bar(base, "bar-base")}'
-            + _number(f"per_assertion.{kind}.baseline_pass_rate", base, _pct(base))
-            + f'</div></td><td class="n"><div class="rate">{_mini_bar(final, "bar-final")}'
-            + _number(f"per_assertion.{kind}.final_pass_rate", final, _pct(final))
-            + f'</div></td><td class="n"><span class="chip {tone}">{_esc(_pts(change))}</span>'
-            + "</td></tr>"
+            + (f'<td class="n">{_int(total)}</td>' if counts is not None else "")
+            + _rate_cell(f"per_assertion.{kind}.baseline_pass_rate", base, total, "bar-base")
+            + _rate_cell(f"per_assertion.{kind}.final_pass_rate", final, total, "bar-final")
+            + f'<td class="n"><span class="chip {tone}">{_esc(_pts(change))}</span></td></tr>'
         )
-    has_count = any(isinstance(r, Mapping) and "count" in r for r in per_assertion.values())
     head = (
         "<tr><th>type</th>"
-        + ('<th class="n">assertions</th>' if has_count else "")
+        + ('<th class="n">assertions</th>' if counts is not None else "")
         + '<th class="n">at attempt 1</th><th class="n">returned</th><th class="n">change</th></tr>'
     )
     note = (
@@ -708,6 +724,14 @@ def _assertion_panel(per_assertion: Mapping[str, Any], scored: int) -> str:
         _esc(note),
         f'<table class="asserts">{head}{"".join(rows)}</table>',
         section_id="asserts",
+    )
+
+
+def _rate_cell(key: str, rate: object, total: int | None, bar: str) -> str:
+    of = f'<span class="of">{_rate_count(rate, total):,} of {total:,}</span>' if total else ""
+    return (
+        f'<td class="n"><div class="rate">{_mini_bar(rate, bar)}{of}'
+        f"{_number(key, rate, _pct(rate))}</div></td>"
     )
 
 
@@ -769,14 +793,19 @@ def _eval_case(position: int, result: Mapping[str, Any], status: str) -> str:
     parts = []
     if result.get("error"):
         parts.append(_field("error", _text_block(result.get("error"), cls="error")))
+    if result.get("input") is not None:
+        parts.append(_field("input", _input_block(result.get("input"))))
     if result.get("expected") is not None:
         parts.append(_field("expected", _text_block(result.get("expected"), cls="data")))
+    types = result.get("assertion_types")
+    names = [str(t) for t in types] if isinstance(types, list) else []
     for attempt in attempts:
-        parts.append(_eval_attempt(attempt, chosen=attempt.get("index") == chosen))
+        parts.append(_eval_attempt(attempt, names, chosen=attempt.get("index") == chosen))
     if not attempts and not result.get("error"):
         parts.append('<p class="empty">No attempts recorded.</p>')
     if result.get("metadata"):
         parts.append(_field("metadata", _text_block(result.get("metadata"), cls="data")))
+    parts.append(_case_facts(result))
     return (
         f'<details class="case" id="case-{position}" data-status="{status}" '
         f'data-case-id="{_esc(result.get("id", ""))}">{summary}'
@@ -784,7 +813,43 @@ def _eval_case(position: int, result: Mapping[str, Any], status: str) -> str:
     )
 
 
-def _eval_attempt(attempt: Mapping[str, Any], *, chosen: bool) -> str:
+def _input_block(value: object) -> str:
+    """The case's input: a prompt, or a list of role/content messages."""
+    if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
+        return "".join(
+            f'<div class="msg"><span class="role">{_esc(m.get("role", "?"))}</span>'
+            f"{_text_block(m.get('content'), cls='data')}</div>"
+            for m in value
+        )
+    return _text_block(value, cls="data")
+
+
+def _case_facts(result: Mapping[str, Any]) -> str:
+    facts = []
+    if result.get("outcome"):
+        facts.append(f"outcome {result['outcome']}")
+    if isinstance(result.get("latency_s"), int | float):
+        facts.append(f"latency {_seconds(result['latency_s'])}")
+    tokens = [
+        f"{name} {_int(result[key])}"
+        for key, name in (("model_tokens", "model"), ("judge_tokens", "judge"))
+        if isinstance(result.get(key), int)
+    ]
+    if isinstance(result.get("grader_tokens"), int) and result["grader_tokens"]:
+        tokens.append(f"grader {_int(result['grader_tokens'])}")
+    if tokens:
+        facts.append("tokens: " + ", ".join(tokens))
+    return f'<p class="muted facts-case">{_esc(" · ".join(facts))}</p>' if facts else ""
+
+
+def _assertion_name(index: object, types: list[str]) -> str:
+    # "#1 word-count": the 0-based index in the case's `assert` list, and its type when known.
+    if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(types):
+        return _esc(f"#{index} {types[index]}")
+    return _esc(f"#{index}")
+
+
+def _eval_attempt(attempt: Mapping[str, Any], types: list[str], *, chosen: bool) -> str:
     judge = attempt.get("judge_passed")
     judge_chip = (
         '<span class="chip pass">judge: pass</span>'
@@ -798,7 +863,7 @@ def _eval_attempt(attempt: Mapping[str, Any], *, chosen: bool) -> str:
     oracle_chip = f'<span class="chip {word}">oracle: {word}</span>'
     failed = attempt.get("failed_assertions") or []
     failed_text = (
-        "failed assertions: " + ", ".join(f"#{_esc(i)}" for i in failed)
+        "failed assertions: " + ", ".join(_assertion_name(i, types) for i in failed)
         if failed
         else "no assertion failed"
     )
