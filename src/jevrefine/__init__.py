@@ -40,6 +40,7 @@ from .batch import refine_many as refine_many
 from .client import ChatClient as ChatClient
 from .client import PromptSpec as PromptSpec
 from .exceptions import EmptyResponseError as EmptyResponseError
+from .exceptions import IncompleteResponseError as IncompleteResponseError
 from .exceptions import JevrefineError as JevrefineError
 from .exceptions import ModelConnectionError as ModelConnectionError
 from .exceptions import ModelError as ModelError
@@ -108,6 +109,7 @@ __all__ = [
     "GuardrailOutcome",
     "Hazard",
     "InMemoryChatMemory",
+    "IncompleteResponseError",
     "JevrefineError",
     "JudgeErrorPolicy",
     "LoggingAdvisor",
