@@ -158,6 +158,14 @@ def test_local_defaults_are_resolved_and_shown(monkeypatch: pytest.MonkeyPatch) 
     assert busy.concurrency() == 8  # the most slots the CLI starts
 
 
+def test_the_local_server_the_cli_starts_takes_its_default_alias() -> None:
+    from jevrefine.local import LocalModelServer
+
+    # What `run --provider local` builds; alias=None (the default) was refused as "not a string".
+    server = LocalModelServer(None, ctx=2 * LOCAL_SLOT_CONTEXT, parallel=2)
+    assert server.alias == "smollm2"
+
+
 async def test_context_overflow_is_a_typed_error_saying_what_to_lower(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "in.jsonl", ["What is the capital of France?"])
     output = tmp_path / "out.jsonl"
@@ -224,7 +232,9 @@ async def test_the_progress_line_counts_every_attempt(
         )  # fmt: skip
     assert code == 0
     # Two attempts for the bad one, one for the good one: three answers, shown on the bar.
-    assert "0 in flight, 3 answers asked" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "0 in flight, 3 answers asked" in err
+    assert re.search(r"run again \(errored before\)\s*│\s*0", err)
 
 
 # --- resume --------------------------------------------------------------------------------

@@ -494,6 +494,7 @@ class _Batch:
             "passed": f"{stats.passed:,} of {stats.judged:,} judged" if stats.judged else "-",
             "errors": f"{stats.errors:,}",
             "already done (resumed)": f"{stats.resumed:,}",
+            "run again (errored before)": f"{stats.retried:,}",
             "bad input lines": f"{stats.bad:,}",
             "tokens": f"{stats.tokens:,}",
             "wall time": f"{time.perf_counter() - stats.started:.1f} s",
