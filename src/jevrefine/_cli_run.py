@@ -379,9 +379,10 @@ class _Batch:
         writer = _OrderedWriter(self._write, out) if self.args.ordered else None
         inputs = specs()
         stream = refine_iter(client, inputs, concurrency=self.config.concurrency())
-        # Closed here, innermost first, by the task that ran them: a generator left to the event
-        # loop's shutdown is closed concurrently with the ones it wraps, and on Ctrl-C that was
-        # "aclose(): asynchronous generator is already running".
+        # Each generator is closed here, by the task that ran it, the consumer first and then
+        # each one it read from. Left to the event loop's shutdown (on Ctrl-C), they were closed
+        # all at once, one while another was closing it: "aclose(): asynchronous generator is
+        # already running", with a long traceback before the friendly message.
         async with aclosing(records), aclosing(numbered), aclosing(inputs), aclosing(stream):
             async for result in stream:
                 record = in_flight.pop(result.index)
