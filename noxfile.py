@@ -54,8 +54,12 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The demo: OpenAI or Anthropic when their key is set, else the local model, offline."""
+    """The demo: OpenAI or Anthropic when their key is set, else the local model, offline.
+
+    `nox -s demo -- --trace` prints the run's span tree, which needs the OpenTelemetry SDK.
+    """
     _install(session, "all")
+    session.install("opentelemetry-sdk>=1.30")
     session.run("jevrefine", "demo", *session.posargs)
 
 

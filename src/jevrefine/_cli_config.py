@@ -81,11 +81,38 @@ if TYPE_CHECKING:
     from .jev.judge import Judge, JudgeInput
     from .models.base import ChatModel
 
-__all__ = ["CliConfig", "ConfigError", "load_config", "open_models"]
+__all__ = [
+    "LOCAL_CONCURRENCY",
+    "LOCAL_MAX_SLOTS",
+    "LOCAL_MAX_TOKENS",
+    "LOCAL_SLOT_CONTEXT",
+    "CliConfig",
+    "ConfigError",
+    "load_config",
+    "missing_key",
+    "open_models",
+]
 
 ProviderName = Literal["auto", "local", "openai", "anthropic"]
 
 _KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "jev": "TYPESAFE_API_KEY"}
+
+LOCAL_MAX_TOKENS = 256
+"""`max_tokens` on the local model when none is set. Without a cap the small model can ramble
+until its context is full, and the judge's prompt (or the retry) quoting that answer then no
+longer fits: "request (4316 tokens) exceeds the available context size (4096 tokens)"."""
+
+LOCAL_CONCURRENCY = 2
+"""Items in flight on the local model when `--concurrency` is not given. The local server gets
+one slot per item in flight: more items than slots would only queue inside the server, with no
+item finishing sooner (the progress bar sat at 0/4 while 16 requests shared one slot)."""
+
+LOCAL_MAX_SLOTS = 8
+"""The most llama.cpp slots the CLI starts (each holds `LOCAL_SLOT_CONTEXT` tokens of cache);
+a larger `--concurrency` on the local model is lowered to this."""
+
+LOCAL_SLOT_CONTEXT = 4096
+"""Context tokens per local slot: llama.cpp splits `ctx` evenly between its slots."""
 
 
 class ConfigError(UserError):
@@ -462,8 +489,9 @@ class RefineSection(_Section):
 class RunSection(_Section):
     """`[run]`: the batch."""
 
-    concurrency: int = pydantic.Field(default=16, ge=1, le=10_000)
-    """Refinements in flight at once."""
+    concurrency: int | None = pydantic.Field(default=None, ge=1, le=10_000)
+    """Refinements in flight at once; unset: 16, or `LOCAL_CONCURRENCY` on the local model
+    (whose server then gets one slot per item in flight)."""
     prompt_field: str = "prompt"
     """The input field holding the prompt."""
     id_field: str = "id"
@@ -482,10 +510,30 @@ class CliConfig(_Section):
     run: RunSection = RunSection()
     """The batch."""
 
+    @property
+    def local(self) -> bool:
+        """Whether the answering model is the local one (llama.cpp, started by the CLI)."""
+        return resolve_provider(self.model.provider) == "local"
+
+    def concurrency(self) -> int:
+        """Items in flight: `[run] concurrency`, else 16 (remote) or `LOCAL_CONCURRENCY`."""
+        given = self.run.concurrency
+        if not self.local:
+            return 16 if given is None else given
+        return min(LOCAL_CONCURRENCY if given is None else given, LOCAL_MAX_SLOTS)
+
+    def max_tokens(self) -> int | None:
+        """`[model] max_tokens`, else `LOCAL_MAX_TOKENS` on the local model (else unset)."""
+        if self.model.max_tokens is not None or not self.local:
+            return self.model.max_tokens
+        return LOCAL_MAX_TOKENS
+
     def describe(self) -> dict[str, Any]:
         """The resolved settings, plus which API keys are set (never their values)."""
         described = self.model_dump(mode="json")
         described["model"]["provider"] = resolve_provider(self.model.provider)
+        described["model"]["max_tokens"] = self.max_tokens()
+        described["run"]["concurrency"] = self.concurrency()
         described["api_keys"] = {
             name: "set" if os.environ.get(var) else "not set" for name, var in _KEYS.items()
         }
@@ -606,6 +654,35 @@ def resolve_provider(requested: str) -> Literal["local", "openai", "anthropic"]:
     return "local"
 
 
+def missing_key(config: CliConfig) -> str | None:
+    """What API key the settings need but the environment lacks, said in CLI terms; else None.
+
+    A model with `base_url` needs no key (a local OpenAI-compatible server takes none); the
+    Jev judge always needs `TYPESAFE_API_KEY`.
+    """
+    needs: list[tuple[str, str | None, str]] = [
+        (resolve_provider(config.model.provider), config.model.base_url, "--base-url")
+    ]
+    judge = config.judge
+    if judge.kind in ("rating", "model") and (judge.provider or judge.name or judge.base_url):
+        judge_provider = judge.provider or config.model.provider
+        needs.append((resolve_provider(judge_provider), judge.base_url, "--judge-base-url"))
+    for provider, base_url, flag in needs:
+        if provider == "local" or base_url is not None or os.environ.get(_KEYS[provider]):
+            continue
+        name = "OpenAI" if provider == "openai" else "Anthropic"
+        return (
+            f"no {name} API key: set the {_KEYS[provider]} environment variable, pass {flag} "
+            "of a compatible server that takes none, or use --provider local (no key needed)"
+        )
+    if judge.kind == "jev" and not os.environ.get(_KEYS["jev"], "").strip():
+        return (
+            f"the Jev judge needs an API key: set the {_KEYS['jev']} environment variable, or "
+            "use --judge rating (a chat model rates the answers) or --judge none"
+        )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Models:
     """What `open_models` yields: the answering model, the judge (if any), where they run."""
@@ -619,11 +696,17 @@ class Models:
 
 
 @contextlib.asynccontextmanager
-async def open_models(config: CliConfig) -> AsyncIterator[Models]:
-    """Open the answering model and the judge for `config`; closes whatever it opened."""
+async def open_models(config: CliConfig, *, local_slots: int = 1) -> AsyncIterator[Models]:
+    """Open the answering model and the judge for `config`; closes whatever it opened.
+
+    A local model's server gets `local_slots` slots (requests answered at once), each with
+    `LOCAL_SLOT_CONTEXT` tokens of context.
+    """
     async with contextlib.AsyncExitStack() as stack:
         section = config.model
-        model = await _open_model(stack, section.provider, section.name, section.base_url)
+        model = await _open_model(
+            stack, section.provider, section.name, section.base_url, local_slots
+        )
         judge: Judge | None = None
         spec = config.judge
         judge_model = model
@@ -631,7 +714,7 @@ async def open_models(config: CliConfig) -> AsyncIterator[Models]:
             spec.provider is not None or spec.name is not None or spec.base_url is not None
         ):
             judge_model = await _open_model(
-                stack, spec.provider or section.provider, spec.name, spec.base_url
+                stack, spec.provider or section.provider, spec.name, spec.base_url, local_slots
             )
         if spec.kind == "rating":
             from .jev.judge import rating_judge
@@ -660,7 +743,11 @@ async def open_models(config: CliConfig) -> AsyncIterator[Models]:
 
 
 async def _open_model(
-    stack: contextlib.AsyncExitStack, provider: str, name: str | None, base_url: str | None
+    stack: contextlib.AsyncExitStack,
+    provider: str,
+    name: str | None,
+    base_url: str | None,
+    local_slots: int,
 ) -> ChatModel:
     chosen = resolve_provider(provider)
     if chosen == "openai":
@@ -677,5 +764,8 @@ async def _open_model(
         )
     from .local import LocalModelServer
 
-    server = await stack.enter_async_context(LocalModelServer(name))
+    slots = max(1, min(local_slots, LOCAL_MAX_SLOTS))
+    server = await stack.enter_async_context(
+        LocalModelServer(name, ctx=LOCAL_SLOT_CONTEXT * slots, parallel=slots)
+    )
     return await stack.enter_async_context(server.openai_model())

@@ -10,6 +10,7 @@ strings hold lone surrogates (an id, a model's answer) is written with them esca
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
@@ -21,12 +22,14 @@ import anyio
 __all__ = [
     "BadLine",
     "Record",
+    "compact_output",
     "count_lines",
     "done_ids",
     "json_line",
     "open_output",
     "parse_line",
     "read_records",
+    "retried_ids",
 ]
 
 _BOM = "\ufeff"
@@ -191,18 +194,33 @@ async def read_records(
                 yield parsed
     finally:
         if source is not None and source != "-":
-            await stream.aclose()
+            # Shielded: on Ctrl-C or a cancelled run the file is still closed, not leaked.
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
 
 
 def done_ids(path: str | None) -> set[str]:
-    """The ids already written to the output file (for resuming); empty when there is none.
+    """The ids already written to the output file without an error (for resuming).
 
-    A last line cut short by an interruption is not counted, so that item runs again; neither is
-    a line that is not UTF-8 or not JSON (a hand edit): the output is read, never trusted.
+    Empty when there is no output. A row whose `error` is set is not counted, so a resumed run
+    tries that item again (`compact_output` then removes the old row). A last line cut short by
+    an interruption is not counted either, nor a line that is not UTF-8 or not JSON (a hand
+    edit): the output is read, never trusted.
     """
+    return {str(value["id"]) for value in _output_rows(path) if value.get("error") is None}
+
+
+def retried_ids(path: str | None) -> set[str]:
+    """The ids of the output rows that record an error: the items a resumed run tries again."""
+    retry = {str(value["id"]) for value in _output_rows(path) if value.get("error") is not None}
+    # An id with both an error row and a complete one (a hand edit) is done.
+    return retry - done_ids(path)
+
+
+def _output_rows(path: str | None) -> list[dict[str, Any]]:
     if path is None or path == "-" or not Path(path).exists():
-        return set()
-    ids: set[str] = set()
+        return []
+    rows: list[dict[str, Any]] = []
     with open(path, "rb") as file:
         for text in file:
             try:
@@ -210,8 +228,40 @@ def done_ids(path: str | None) -> set[str]:
             except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
                 continue
             if isinstance(value, dict) and "id" in value:
-                ids.add(str(value["id"]))
-    return ids
+                rows.append(value)
+    return rows
+
+
+def compact_output(path: str | None, drop_ids: set[str]) -> int:
+    """Remove the rows of `drop_ids` (earlier errors, about to be retried) from the output file.
+
+    Every other line is kept byte for byte. The file is rewritten beside itself and renamed over
+    the original, so an interruption leaves either the old file or the new one, never half of
+    one: the output keeps one row per id. Returns how many rows were removed.
+    """
+    if not drop_ids or path is None or path == "-" or not Path(path).exists():
+        return 0
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.resume-tmp")
+    removed = 0
+    with open(target, "rb") as source, open(temporary, "wb") as kept:
+        for text in source:
+            if _row_id(text) in drop_ids:
+                removed += 1
+                continue
+            kept.write(text)
+    os.replace(temporary, target)
+    return removed
+
+
+def _row_id(text: bytes) -> str | None:
+    try:
+        value = json.loads(text.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(value, dict) and "id" in value and value.get("error") is not None:
+        return str(value["id"])
+    return None
 
 
 def count_lines(path: str | None) -> int | None:

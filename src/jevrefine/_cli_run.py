@@ -10,7 +10,14 @@ Exit codes (also in the docs' CLI page):
 - 3: the run stopped before every line was processed, by an error outside any one item (a
   model server that could not start, an output that cannot be written, a bug in jevrefine);
   every line written so far is complete, so the same command resumes;
-- 130: interrupted; every line written so far is complete, so the same command resumes.
+- 130: interrupted (Ctrl-C); every line written so far is complete, so the same command
+  resumes.
+
+Resuming (the default when the output file exists): an item whose row has no `error` is kept
+and skipped; an item whose row records an error runs again, and its old row is removed from
+the output first (the file is rewritten beside itself and renamed over, so it always holds one
+row per id). An answer the judge did not pass (`outcome` `best_attempt`) is a result, not an
+error: it is kept. `--restart` runs everything again.
 """
 
 from __future__ import annotations
@@ -21,15 +28,26 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
-from ._cli_config import CliConfig, ConfigError, load_config, open_models
-from ._cli_io import BadLine, Record, count_lines, done_ids, json_line, open_output, read_records
+from ._cli_config import CliConfig, ConfigError, load_config, missing_key, open_models
+from ._cli_io import (
+    BadLine,
+    Record,
+    compact_output,
+    count_lines,
+    done_ids,
+    json_line,
+    open_output,
+    read_records,
+    retried_ids,
+)
+from .advisors.chain import LOWEST_PRECEDENCE, BaseAdvisor
 from .batch import RefineSummary, refine_iter
 from .client import ChatClient
 from .exceptions import JevrefineError, UserError
@@ -40,7 +58,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-    from .client import PromptSpec
+    from .client import ChatClientRequest, PromptSpec
     from .jev.judge import Judge
 
 __all__ = ["add_commands", "run_command"]
@@ -58,8 +76,12 @@ def add_commands(commands: Any) -> None:
     _io_flags(run, "prompts")
     _model_flags(run)
     _judge_flags(run)
-    run.add_argument("--max-repeat-attempts", type=int, help="retries after the first answer")
-    run.add_argument("--token-budget", type=int, help="stop retrying at this many tokens")
+    run.add_argument(
+        "--max-repeat-attempts", type=int, help="retries after the first answer (default 2)"
+    )
+    run.add_argument(
+        "--token-budget", type=int, help="stop retrying once model and judge used this many tokens"
+    )
     run.add_argument("--report", metavar="FILE.html", help="also write an HTML page of the output")
     judge = commands.add_parser(
         "judge", help="judge question/answer pairs from a JSONL file, write verdicts"
@@ -67,8 +89,10 @@ def add_commands(commands: Any) -> None:
     _io_flags(judge, "question/answer pairs")
     _model_flags(judge)
     _judge_flags(judge)
-    check = commands.add_parser("check-config", help="validate the settings and print them")
-    check.add_argument("--config", help="a jevrefine.toml file")
+    check = commands.add_parser(
+        "check-config", help="validate the settings and the API keys they need, print them"
+    )
+    check.add_argument("--config", help="a jevrefine.toml file (flags override it)")
     _model_flags(check)
     _judge_flags(check)
 
@@ -77,10 +101,21 @@ def _io_flags(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("input", nargs="?", help=f"JSONL file of {what} ('-' or none: stdin)")
     parser.add_argument("-o", "--output", help="JSONL output ('-' or none: stdout)")
     parser.add_argument("--config", help="a jevrefine.toml file (flags override it)")
-    parser.add_argument("--concurrency", type=int, help="items in flight at once (default 16)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help="items in flight at once (default 16; on the local model 2, one server slot each)",
+    )
     parser.add_argument("--id-field", help="the input's id field (default: id; else line number)")
     parser.add_argument(
-        "--restart", action="store_true", help="overwrite the output instead of resuming it"
+        "--restart",
+        action="store_true",
+        help="overwrite the output instead of resuming it (resuming re-runs errored items)",
+    )
+    parser.add_argument(
+        "--ordered",
+        action="store_true",
+        help="write results in input order (held back until the earlier ones are done)",
     )
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar or summary table"
@@ -88,19 +123,31 @@ def _io_flags(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--provider", choices=["auto", "local", "openai", "anthropic"])
+    parser.add_argument(
+        "--provider",
+        choices=["auto", "local", "openai", "anthropic"],
+        help="auto (default): OpenAI or Anthropic when their API key is set, else the local model",
+    )
     parser.add_argument("--model", help="model name (for local, a GGUF path)")
     parser.add_argument("--base-url", help="an OpenAI- or Anthropic-compatible server")
     parser.add_argument("--system", help="system message for every prompt")
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--max-tokens", type=int)
+    parser.add_argument("--temperature", type=float, help="sampling temperature, 0 to 2")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        help="the longest answer, in tokens (default: the provider's; 256 on the local model)",
+    )
 
 
 def _judge_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--judge", choices=["rating", "jev", "model", "none"], help="the judge's kind"
     )
-    parser.add_argument("--judge-provider", choices=["auto", "local", "openai", "anthropic"])
+    parser.add_argument(
+        "--judge-provider",
+        choices=["auto", "local", "openai", "anthropic"],
+        help="the judging model's provider (default: the answering model is reused)",
+    )
     parser.add_argument("--judge-model", help="the judge's model")
     parser.add_argument("--judge-base-url", help="the judge's server")
     parser.add_argument("--success-rating", type=int, help="least passing rating, 1-4")
@@ -143,7 +190,15 @@ def run_command(args: argparse.Namespace) -> int:
         config = config_of(args)
         if args.command == "check-config":
             print(json.dumps(config.describe(), indent=2))
+            problem = missing_key(config)
+            if problem is not None:
+                # The settings are printed, but `run` would stop on this: say so, exit apart.
+                print(f"jevrefine check-config: {problem}", file=sys.stderr)
+                return EXIT_USAGE
             return EXIT_OK
+        problem = missing_key(config)
+        if problem is not None:
+            raise ConfigError(problem)  # said in flags and variables, before any model starts
         if args.input not in (None, "-"):
             with open(args.input, "rb"):
                 pass  # unreadable input is a usage error, found before any model starts
@@ -197,8 +252,12 @@ class _Stats:
     judged: int = 0
     errors: int = 0
     resumed: int = 0
+    retried: int = 0
     bad: int = 0
     tokens: int = 0
+    in_flight: int = 0
+    answers: int = 0
+    """Model answers asked for so far (every attempt of every item), finished or not."""
     started: float = field(default_factory=time.perf_counter)
 
     def fields(self) -> dict[str, str]:
@@ -209,6 +268,7 @@ class _Stats:
             "pass_rate": pass_rate,
             "tokens": f"{self.tokens:,}",
             "errors": str(self.errors),
+            "activity": f"{self.in_flight} in flight, {self.answers} answers asked",
         }
 
 
@@ -240,8 +300,13 @@ class _Batch:
         args, config = self.args, self.config
         if self.judging and config.judge.kind == "none":
             raise ConfigError("judge needs a judge: set --judge or [judge] kind")
-        # Both read whole files: on a worker thread, so a big file never blocks the loop.
-        skip = set() if args.restart else await anyio.to_thread.run_sync(done_ids, args.output)
+        # These read whole files: on a worker thread, so a big file never blocks the loop.
+        skip: set[str] = set()
+        if not args.restart:
+            skip = await anyio.to_thread.run_sync(done_ids, args.output)
+            # Errored items run again: their old rows go first, so each id keeps one row.
+            retry = await anyio.to_thread.run_sync(retried_ids, args.output)
+            self.stats.retried = await anyio.to_thread.run_sync(compact_output, args.output, retry)
         total = await anyio.to_thread.run_sync(count_lines, args.input)
         required = ("question", "answer") if self.judging else (config.run.prompt_field,)
         records = read_records(
@@ -255,7 +320,7 @@ class _Batch:
         )
         out = open_output(args.output, append=not args.restart)
         try:
-            async with open_models(config) as models:
+            async with open_models(config, local_slots=config.concurrency()) as models:
                 self.started = True
                 with self.bar(total):
                     if self.judging:
@@ -277,7 +342,7 @@ class _Batch:
 
     def _client(self, model: Any, judge: Judge | None) -> ChatClient:
         section, refine = self.config.model, self.config.refine
-        advisors = []
+        advisors: list[Any] = [_AnswerCounter(self._answer_asked)]
         if judge is not None:
             from .advisors.self_refine import SelfRefineAdvisor
 
@@ -289,32 +354,49 @@ class _Batch:
                     token_budget=refine.token_budget,
                 )
             )
-        options = ChatOptions(temperature=section.temperature, max_tokens=section.max_tokens)
+        options = ChatOptions(temperature=section.temperature, max_tokens=self.config.max_tokens())
         return ChatClient(model, system=section.system, advisors=advisors, options=options)
+
+    def _answer_asked(self) -> None:
+        # Called as each attempt goes to the model: the bar moves long before an item ends.
+        self.stats.answers += 1
+        self.bar(None).show(self.stats.fields())
 
     async def _refine_all(
         self, client: ChatClient, records: AsyncGenerator[Record, None], out: IO[str]
     ) -> None:
         in_flight: dict[int, Record] = {}
         prompt_field = self.config.run.prompt_field
+        numbered = _enumerate(records)
 
-        async def specs() -> AsyncIterator[PromptSpec]:
+        async def specs() -> AsyncGenerator[PromptSpec, None]:
             # refine_iter numbers its inputs 0, 1, ...: remember each one's record until it ends.
-            async with aclosing(records):
-                async for index, record in _enumerate(records):
-                    in_flight[index] = record
-                    yield client.prompt(record.fields[prompt_field])
+            async for index, record in numbered:
+                in_flight[index] = record
+                self.stats.in_flight += 1
+                yield client.prompt(record.fields[prompt_field])
 
-        concurrency = self.config.run.concurrency
-        stream = refine_iter(client, specs(), concurrency=concurrency)
-        async with aclosing(stream):
+        writer = _OrderedWriter(self._write, out) if self.args.ordered else None
+        inputs = specs()
+        stream = refine_iter(client, inputs, concurrency=self.config.concurrency())
+        # Each generator is closed here, by the task that ran it, the consumer first and then
+        # each one it read from. Left to the event loop's shutdown (on Ctrl-C), they were closed
+        # all at once, one while another was closing it: "aclose(): asynchronous generator is
+        # already running", with a long traceback before the friendly message.
+        async with aclosing(records), aclosing(numbered), aclosing(inputs), aclosing(stream):
             async for result in stream:
                 record = in_flight.pop(result.index)
+                self.stats.in_flight -= 1
                 summary = RefineSummary.of(result)
                 row = {"id": record.id, "line": record.line, **summary.as_dict()}
                 del row["index"]
+                row.update(_why(summary.verdict))
                 self.stats.tokens += summary.tokens
-                self._write(out, row, ok=summary.error is None, passed=summary.passed)
+                ok, passed = summary.error is None, summary.passed
+                if writer is None:
+                    self._write(out, row, ok=ok, passed=passed)
+                else:
+                    writer.add(result.index, row, ok=ok, passed=passed)
 
     async def _judge_all(
         self, judge: Judge, records: AsyncGenerator[Record, None], out: IO[str]
@@ -326,35 +408,45 @@ class _Batch:
             judge_input = JudgeInput(
                 fields["question"], fields["answer"], expected_output=fields.get("expected_output")
             )
+            self.stats.in_flight += 1
             try:
                 return record, await judge.evaluate(judge_input)
             except Exception as exc:
                 raise _Tagged(record, exc) from exc
+            finally:
+                self.stats.in_flight -= 1
 
-        concurrency = self.config.run.concurrency
-        results = iter_all(evaluate, records, concurrency=concurrency)
-        async with aclosing(results):
+        writer = _OrderedWriter(self._write, out) if self.args.ordered else None
+        results = iter_all(evaluate, records, concurrency=self.config.concurrency())
+        async with aclosing(records), aclosing(results):
             async for result in results:
-                self._write_verdict(out, result)
+                row, ok = self._verdict_row(result)
+                if writer is None:
+                    self._write(out, row, ok=ok, passed=row["passed"])
+                else:
+                    writer.add(result.index, row, ok=ok, passed=row["passed"])
 
-    def _write_verdict(self, out: IO[str], result: BatchResult[Any]) -> None:
+    def _verdict_row(self, result: BatchResult[Any]) -> tuple[dict[str, Any], bool]:
         # The record rides along in the value, or in the error that wraps the item's own.
         record, verdict, error = _untag(result)
         row: dict[str, Any] = {"id": record.id, "line": record.line}
         if error is not None:
-            row.update(passed=None, summary=None, feedback=None, error=_error_text(error))
-        else:
-            usage = verdict.response.usage if verdict.response is not None else None
             row.update(
-                passed=verdict.passed,
-                summary=verdict.summary(),
-                feedback=verdict.feedback,
-                findings={f.criterion: f.outcome.name for f in verdict.findings},
-                tokens=usage.total_tokens if usage is not None else 0,
-                error=None,
-            )
-            self.stats.tokens += row["tokens"]
-        self._write(out, row, ok=error is None, passed=row["passed"])
+                passed=None, summary=None, feedback=None, failed_criteria=None,
+                error=_error_text(error),
+            )  # fmt: skip
+            return row, False
+        usage = verdict.response.usage if verdict.response is not None else None
+        row.update(
+            passed=verdict.passed,
+            summary=verdict.summary(),
+            findings={f.criterion: f.outcome.name for f in verdict.findings},
+            tokens=usage.total_tokens if usage is not None else 0,
+            **_why(verdict),
+            error=None,
+        )
+        self.stats.tokens += row["tokens"]
+        return row, True
 
     def _write(self, out: IO[str], row: dict[str, Any], *, ok: bool, passed: bool | None) -> None:
         out.write(json_line(row) + "\n")  # valid UTF-8 whatever the strings hold
@@ -403,6 +495,7 @@ class _Batch:
             "passed": f"{stats.passed:,} of {stats.judged:,} judged" if stats.judged else "-",
             "errors": f"{stats.errors:,}",
             "already done (resumed)": f"{stats.resumed:,}",
+            "run again (errored before)": f"{stats.retried:,}",
             "bad input lines": f"{stats.bad:,}",
             "tokens": f"{stats.tokens:,}",
             "wall time": f"{time.perf_counter() - stats.started:.1f} s",
@@ -418,11 +511,61 @@ class _Batch:
         self.console.print(table)
 
 
-async def _enumerate(records: AsyncGenerator[Record, None]) -> AsyncIterator[tuple[int, Record]]:
+async def _enumerate(
+    records: AsyncGenerator[Record, None],
+) -> AsyncGenerator[tuple[int, Record], None]:
     index = 0
     async for record in records:
         yield index, record
         index += 1
+
+
+class _AnswerCounter(BaseAdvisor):
+    """Innermost advisor: calls `on_answer` as each attempt's request goes to the model."""
+
+    name = "cli-progress"
+    order = LOWEST_PRECEDENCE  # nearest the model, inside self-refine: once per attempt
+
+    def __init__(self, on_answer: Callable[[], None]) -> None:
+        self._on_answer = on_answer
+
+    def before(self, request: ChatClientRequest) -> ChatClientRequest:
+        """Count the request; send it on unchanged."""
+        self._on_answer()
+        return request
+
+
+class _OrderedWriter:
+    """Holds results back until every earlier input's result is written (`--ordered`).
+
+    Indexes are 0, 1, ... without gaps, so at most the results of the items in flight ahead of
+    the oldest unfinished one are held: about `concurrency` rows.
+    """
+
+    def __init__(self, write: Callable[..., None], out: IO[str]) -> None:
+        self._write = write
+        self._out = out
+        self._next = 0
+        self._held: dict[int, tuple[dict[str, Any], bool, bool | None]] = {}
+
+    def add(self, index: int, row: dict[str, Any], *, ok: bool, passed: bool | None) -> None:
+        """Take one result; write it and any held ones that are now next in order."""
+        self._held[index] = (row, ok, passed)
+        while self._next in self._held:
+            held, held_ok, held_passed = self._held.pop(self._next)
+            self._write(self._out, held, ok=held_ok, passed=held_passed)
+            self._next += 1
+
+
+def _why(verdict: Any) -> dict[str, Any]:
+    """Why an answer failed: the criteria counted against it and the judge's feedback."""
+    if verdict is None:
+        return {"failed_criteria": None, "feedback": None}
+    counted = getattr(verdict, "counted_failures", ())
+    return {
+        "failed_criteria": [f.criterion for f in counted],
+        "feedback": getattr(verdict, "feedback", "") or None,
+    }
 
 
 class _Tagged(Exception):
@@ -499,12 +642,19 @@ class _Bar:
             TextColumn("pass {task.fields[pass_rate]}"),
             TextColumn("{task.fields[tokens]} tokens"),
             TextColumn("{task.fields[errors]} errors"),
+            TextColumn("{task.fields[activity]}"),
             TimeElapsedColumn(),
             console=console,
             refresh_per_second=4,
         )
         self._task = self._progress.add_task(
-            "jevrefine", total=total, rate="-", pass_rate="-", tokens="0", errors="0"
+            "jevrefine",
+            total=total,
+            rate="-",
+            pass_rate="-",
+            tokens="0",
+            errors="0",
+            activity="",
         )
 
     def __enter__(self) -> _Bar:
@@ -518,12 +668,15 @@ class _Bar:
 
     def advance(self, fields: dict[str, str]) -> None:
         """One more line done; `fields` are the figures shown."""
+        self._update(fields, advance=1)
+
+    def show(self, fields: dict[str, str]) -> None:
+        """New figures, no line done (an attempt started): the bar moves while items run."""
+        self._update(fields, advance=0)
+
+    def _update(self, fields: dict[str, str], *, advance: int) -> None:
         if self._progress is not None:
-            self._progress.update(
-                self._task,
-                advance=1,
-                rate=fields["rate"],
-                pass_rate=fields["pass_rate"],
-                tokens=fields["tokens"],
-                errors=fields["errors"],
-            )
+            # `activity` is the batch commands' own; `eval` shows the four others.
+            names = ("rate", "pass_rate", "tokens", "errors", "activity")
+            shown: dict[str, Any] = {k: fields[k] for k in names if k in fields}
+            self._progress.update(self._task, advance=advance, **shown)

@@ -7,6 +7,7 @@ JevrefineError
 │   (also a NotImplementedError)
 └── ModelError                           the model side failed
     ├── ModelHTTPError                   the provider answered with an error status
+    │   └── ContextOverflowError         the prompt plus max_tokens exceed the context window
     ├── ModelConnectionError             no answer: refused, reset, DNS, TLS
     │   ├── ModelTimeoutError            no answer in time
     │   └── IncompleteResponseError      a stream that broke off or ended mid-answer
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "ContextOverflowError",
     "EmptyResponseError",
     "IncompleteResponseError",
     "JevrefineError",
@@ -37,6 +39,7 @@ __all__ = [
     "StreamingNotSupportedError",
     "StructuredOutputError",
     "UserError",
+    "http_error",
     "is_transient_status",
 ]
 
@@ -148,6 +151,67 @@ def _summarise_body(body: Any) -> str:
     if body is None or body == "":
         return "no error body"
     return str(body)[:500]
+
+
+class ContextOverflowError(ModelHTTPError):
+    """The request does not fit the model's context window: the prompt plus `max_tokens`.
+
+    Raised for the 400 answers that say so (llama.cpp's "exceeds the available context size",
+    OpenAI's `context_length_exceeded`). The message says what to lower. Not transient: the
+    same request fails the same way.
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        body: Any = None,
+        retry_after: float | None = None,
+        *,
+        model_name: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            status_code,
+            body,
+            retry_after,
+            model_name=model_name,
+            headers=headers,
+            message=f"{_summarise_body(body)}{_OVERFLOW_HINT}",
+        )
+
+
+_OVERFLOW_HINT = (
+    " (the prompt and the answer do not fit the model's context window: lower max_tokens "
+    "(--max-tokens), shorten the prompt or the system message, or use a model with a larger "
+    "context)"
+)
+
+# Lower-cased phrases of the servers' context-overflow answers (llama.cpp, OpenAI, vLLM).
+_OVERFLOW_MARKERS = (
+    "exceeds the available context size",
+    "context_length_exceeded",
+    "maximum context length",
+)
+
+
+def http_error(
+    status_code: int,
+    body: Any = None,
+    retry_after: float | None = None,
+    *,
+    model_name: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ModelHTTPError:
+    """The typed error of an error status (adapters call this rather than a constructor).
+
+    `ContextOverflowError` when a 400 says the request exceeds the context window, else
+    `ModelHTTPError`.
+    """
+    if status_code == 400 and any(m in str(body).lower() for m in _OVERFLOW_MARKERS):
+        return ContextOverflowError(
+            status_code, body, retry_after, model_name=model_name, headers=headers
+        )
+    return ModelHTTPError(status_code, body, retry_after, model_name=model_name, headers=headers)
 
 
 class ModelConnectionError(ModelError):

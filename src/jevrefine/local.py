@@ -359,7 +359,7 @@ class LocalModelServer:
         threads = _validate.integer("threads", threads, minimum=1, optional=True, example=4)
         ctx = _validate.integer("ctx", ctx, minimum=256, example=4096)
         parallel = _validate.integer("parallel", parallel, minimum=1, example=1)
-        _validate.text("alias", alias, nonblank=True, example=DEFAULT_MODEL_ALIAS)
+        _validate.text("alias", alias, nonblank=True, optional=True, example=DEFAULT_MODEL_ALIAS)
         if model is not None and not isinstance(model, str | os.PathLike):
             raise UserError(
                 f"model={_validate.shown(model)} is not a GGUF file path: pass a str or "

@@ -44,9 +44,9 @@ from ..exceptions import (
     IncompleteResponseError,
     ModelConnectionError,
     ModelError,
-    ModelHTTPError,
     ModelTimeoutError,
     UserError,
+    http_error,
 )
 from ..messages import (
     AssistantMessage,
@@ -457,7 +457,7 @@ class OpenAIChatModel(ChatModel):
             )
         if isinstance(exc, openai.APIStatusError):
             response = exc.response
-            return ModelHTTPError(
+            return http_error(  # a context overflow becomes its own type, saying what to lower
                 exc.status_code,
                 self._scrub(_decoded_body(exc)),
                 parse_retry_after(response.headers),
