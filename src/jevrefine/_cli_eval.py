@@ -90,6 +90,9 @@ def eval_command(args: argparse.Namespace) -> int:
         if args.html_path and importlib.util.find_spec("jevrefine.evals._html") is None:
             raise ConfigError("--report: this jevrefine build has no HTML report renderer")
         cases = load_cases(args.cases)
+        if args.out and os.path.exists(args.out) and os.path.samefile(args.cases, args.out):
+            # Rows appended to the case file would make it unreadable on the next run.
+            raise ConfigError(f"--out {args.out} is the case file: write the rows to another file")
         if args.limit is not None:
             if args.limit < 1:
                 raise ConfigError(f"--limit must be at least 1, got {args.limit}")

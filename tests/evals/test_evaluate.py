@@ -169,6 +169,11 @@ async def test_async_on_result_and_messages_input(tmp_path: Path) -> None:
     assert (row["expected"], row["metadata"]) == ("Ada", {"k": [1]})
 
 
+async def test_no_cases_is_an_empty_report() -> None:
+    report = await evaluate([], ChatClient(FunctionModel(lambda p: "x")))
+    assert report.to_dict()["cases"] == 0
+
+
 async def test_bad_arguments_fail_before_any_call(tmp_path: Path) -> None:
     cases = cases_of(tmp_path, {"input": "q", "assert": [SHORT]})
     model = FunctionModel(lambda p: "x")
