@@ -11,7 +11,8 @@ whose first answer to each case breaks a word-count assertion and whose retry pa
   harness: the oracle scoring every attempt, the result rows, the workers and the report
   (`to_dict()`).
 
-Overhead = evaluate − loop alone, per case; target ≤ 5 % of the loop's time. Both are measured
+Overhead = evaluate − loop alone, per case; target ≤ 5 % of the loop's time. A second, shorter
+measurement gives the model 1 ms of latency and compares wall times. Both are measured
 as this process's CPU time (the model answers at once, so CPU is all there is; on a shared
 machine CPU time is also far steadier than wall time), wall time beside it. This is the worst
 case: with any real model latency the share is far smaller.
@@ -41,6 +42,8 @@ from ._harness import bar, emit, figure, interleaved, micros
 
 CASES = 20
 TARGET = 0.05
+LATENCY = 0.001
+"""The model latency of the second measurement (seconds): still far below any real model's."""
 
 
 def make_cases(count: int) -> list[Case]:
@@ -64,9 +67,14 @@ def answer(prompt: Prompt) -> str:
     return "In Paris." if "use at most" in text else "The Eiffel tower stands in Paris, France."
 
 
-async def measure(*, rounds: int, ops: int) -> dict[str, Any]:
+async def slow_answer(prompt: Prompt) -> str:
+    await anyio.sleep(LATENCY)
+    return answer(prompt)
+
+
+async def measure(*, rounds: int, ops: int, latency: bool = False) -> dict[str, Any]:
     cases = make_cases(CASES)
-    model = FunctionModel(answer)
+    model = FunctionModel(slow_answer if latency else answer)
     client = ChatClient(model)
 
     async def loop_alone() -> None:
@@ -130,6 +138,8 @@ def report(data: dict[str, Any], *, rounds: int, ops: int) -> str:
             f"- harness overhead: **{micros(over)} CPU per case, {data['share']:.1%} of the "
             f"loop's** (per-round range {data['share_min']:.1%} – {data['share_max']:.1%}; target "
             f"≤ {TARGET:.0%}: {verdict})",
+            f"- with a model answering after {LATENCY * 1e3:.0f} ms: the harness adds "
+            f"{data['latency_share']:.1%} to a case's wall time",
         ]
     )
 
@@ -140,6 +150,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rounds, ops = (5, 3) if args.quick else (31, 10)
     data = anyio.run(lambda: measure(rounds=rounds, ops=ops))
+    slow = anyio.run(
+        lambda: measure(rounds=max(3, rounds // 3), ops=max(2, ops // 3), latency=True)
+    )
+    walls = zip(slow["evaluate_wall_per_case"], slow["loop_wall_per_case"], strict=True)
+    data["latency_share"] = statistics.median([(f - b) / b for f, b in walls])
     emit(
         report(data, rounds=rounds, ops=ops),
         {
@@ -152,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
             },
             "overhead_per_case": data["overhead_per_case"],
             "overhead_share": data["share"],
+            "latency_s": LATENCY,
+            "overhead_share_with_latency": data["latency_share"],
             "target": TARGET,
             "skipped": {},
         },

@@ -30,11 +30,13 @@ from .messages import ChatOptions
 
 if TYPE_CHECKING:
     from .client import ChatClient
-    from .evals import Case, EvalReport
+    from .evals import Case, EvalReport, JudgeMode
     from .jev.judge import Judge
     from .jev.protocol import SystemOneClient
 
 __all__ = ["LOCAL_CONCURRENCY", "LOCAL_MAX_TOKENS", "add_eval_command", "eval_command"]
+
+_MODES: dict[str, JudgeMode] = {"asserts": "asserts", "config": "config", "none": "none"}
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
@@ -90,6 +92,9 @@ def eval_command(args: argparse.Namespace) -> int:
         if args.html_path and importlib.util.find_spec("jevrefine.evals._html") is None:
             raise ConfigError("--report: this jevrefine build has no HTML report renderer")
         cases = load_cases(args.cases)
+        if args.out and os.path.exists(args.out) and os.path.samefile(args.cases, args.out):
+            # Rows appended to the case file would make it unreadable on the next run.
+            raise ConfigError(f"--out {args.out} is the case file: write the rows to another file")
         if args.limit is not None:
             if args.limit < 1:
                 raise ConfigError(f"--limit must be at least 1, got {args.limit}")
@@ -204,17 +209,20 @@ class _Eval:
             self.progress.add(row)
             bar.advance(self.progress.fields())
 
+        from .evals import EvalReport
+
+        report = EvalReport(results=(), judge=_MODES[args.eval_judge])
+        where = "no model (every case was already done)"
         try:
-            async with AsyncExitStack() as stack:
-                client, grader, where = await self._open(stack)
-                with bar:
-                    report = await self._evaluate(todo, client, grader, on_result)
+            if todo:  # a finished run resumed opens no model (the local one takes a while)
+                async with AsyncExitStack() as stack:
+                    client, grader, where = await self._open(stack)
+                    with bar:
+                        report = await self._evaluate(todo, client, grader, on_result)
         finally:
             if out is not None and out is not sys.stdout:
                 out.close()
         rows = {row["id"]: row for row in report.results}
-        from .evals import EvalReport
-
         full = EvalReport(
             results=[rows.get(c.id) or done[c.id] for c in self.cases], judge=report.judge
         )
@@ -309,6 +317,7 @@ class _Eval:
             f"grader {data['grader_tokens']:,}; latency p50 {data['latency_s']['p50']:.2f} s, "
             f"p95 {data['latency_s']['p95']:.2f} s",
         ]
-        # stderr when the JSON goes to stdout, so the JSON stays parseable.
-        stream: IO[str] = sys.stderr if self.args.json_path == "-" else sys.stdout
+        # stderr when the JSON or the rows go to stdout, so that stays parseable.
+        to_stdout = "-" in (self.args.json_path, self.args.out)
+        stream: IO[str] = sys.stderr if to_stdout else sys.stdout
         stream.write("\n".join(lines) + "\n")

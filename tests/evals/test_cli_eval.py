@@ -99,6 +99,11 @@ async def test_resume_keeps_done_rows_and_reruns_errors(tmp_path: Path) -> None:
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines[3] == '{"id": "echo", "cut sho'
     assert json.loads(lines[4])["id"] == "short"
+    async with FakeOpenAIServer() as idle:
+        argv[argv.index("--base-url") + 1] = idle.base_url
+        assert await run_cli(*argv) == 0  # everything is done: nothing runs
+        assert idle.chat_requests == []
+    assert json.loads(report.read_text()) == second
 
 
 async def test_limit_none_judge_and_json_on_stdout(
@@ -188,6 +193,9 @@ def test_a_bad_case_file_exits_2_before_any_model(
     err = capsys.readouterr().err
     assert "case 'x', assertion 0: unknown assertion type 'nope'" in err
     assert cli.main(["eval", str(tmp_path / "missing.jsonl")]) == 2
+    good = write_cases(tmp_path / "good.jsonl", [{"input": "q", "assert": [SHORT]}])
+    assert cli.main(["eval", str(good), "--out", str(good), "--provider", "openai"]) == 2
+    assert "is the case file" in capsys.readouterr().err
 
 
 def test_the_local_model_gets_a_max_tokens_default() -> None:

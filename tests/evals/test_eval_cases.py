@@ -185,3 +185,9 @@ def test_python_references_import_at_load_time(
     )
     with pytest.raises(CaseFileError, match="RuntimeError: boom at import"):
         load_cases(bad)
+
+
+def test_the_evals_door_is_documented() -> None:
+    from test_exports import test_every_public_name_has_a_docstring
+
+    test_every_public_name_has_a_docstring("jevrefine.evals")

@@ -88,6 +88,19 @@ async def test_config_uses_the_clients_own_advisor(tmp_path: Path) -> None:
         await evaluate(cases, ChatClient(FunctionModel(wordy_then_short)), judge="config")
 
 
+async def test_a_loop_that_gives_up_returns_no_answer(tmp_path: Path) -> None:
+    cases = cases_of(tmp_path, {"input": "Capital of France?", "assert": [SHORT]})
+    strict = Judge(Grader(), [check("never", lambda i: False, "Never good enough.")])
+    advisor = SelfRefineAdvisor(strict, max_repeat_attempts=1, fail_on_exhausted_attempts=True)
+    client = ChatClient(FunctionModel(wordy_then_short), advisors=[advisor])
+    data = (await evaluate(cases, client, judge="config")).to_dict()
+    (row,) = data["results"]
+    assert (row["error"], row["chosen"], row["outcome"], row["passed_final"]) == (
+        None, None, "failed", False)  # fmt: skip
+    assert len(row["attempts"]) == 2
+    assert data["per_assertion"]["word-count"]["final_pass_rate"] == 0.0
+
+
 async def test_a_judge_object_and_its_fp_cells(tmp_path: Path) -> None:
     cases = cases_of(tmp_path, {"input": "Capital of France?", "assert": [SHORT]})
     lenient = Judge(Grader(), [check("anything", lambda i: True, "x")])
@@ -167,6 +180,11 @@ async def test_async_on_result_and_messages_input(tmp_path: Path) -> None:
     assert roles == ["system", "user", "assistant", "user"]
     row = data["results"][0]
     assert (row["expected"], row["metadata"]) == ("Ada", {"k": [1]})
+
+
+async def test_no_cases_is_an_empty_report() -> None:
+    report = await evaluate([], ChatClient(FunctionModel(lambda p: "x")))
+    assert report.to_dict()["cases"] == 0
 
 
 async def test_bad_arguments_fail_before_any_call(tmp_path: Path) -> None:

@@ -133,28 +133,23 @@ def _total(rows: Sequence[Mapping[str, Any]], key: str) -> int:
 
 def _agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Loop judge vs oracle over every judged attempt ("positive" = passed)."""
-    cells = Counter(tp=0, fp=0, fn=0, tn=0)
+    tp = fp = fn = tn = 0
     for row in rows:
         for attempt in row.get("attempts") or ():
             judged = attempt.get("judge_passed")
             if judged is None:
                 continue
-            oracle = bool(attempt.get("oracle_passed"))
-            cells[("t" if judged == oracle else "f") + ("p" if judged else "n")] += 1
-    return {
-        "tp": cells["tp"],
-        "fp": cells["fp"],
-        "fn": cells["fn"],
-        "tn": cells["tn"],
-        "kappa": cohen_kappa(cells["tp"], cells["fp"], cells["fn"], cells["tn"]),
-    }
+            if attempt.get("oracle_passed"):
+                tp, fn = (tp + 1, fn) if judged else (tp, fn + 1)
+            else:
+                fp, tn = (fp + 1, tn) if judged else (fp, tn + 1)
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "kappa": cohen_kappa(tp, fp, fn, tn)}
 
 
 def _per_assertion(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Pass rates by assertion type (as written), over the assertions of that type."""
-    totals: Counter[str] = Counter()
-    first: Counter[str] = Counter()
-    last: Counter[str] = Counter()
+    # [assertions, passed at attempt 1, passed in the answer returned] by type.
+    counts: dict[str, list[int]] = {}
     for row in rows:
         types: Sequence[str] = row.get("assertion_types") or ()
         attempts = row.get("attempts") or ()
@@ -163,12 +158,17 @@ def _per_assertion(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, flo
         chosen = _attempt(attempts, row.get("chosen"))
         failed_last = chosen["failed_assertions"] if chosen is not None else everything
         for index, kind in enumerate(types):
-            totals[kind] += 1
-            first[kind] += index not in failed_first
-            last[kind] += index not in failed_last
+            tally = counts.get(kind)
+            if tally is None:
+                tally = counts[kind] = [0, 0, 0]
+            tally[0] += 1
+            if index not in failed_first:
+                tally[1] += 1
+            if index not in failed_last:
+                tally[2] += 1
     return {
-        kind: {"baseline_pass_rate": first[kind] / total, "final_pass_rate": last[kind] / total}
-        for kind, total in totals.items()
+        kind: {"baseline_pass_rate": first / total, "final_pass_rate": last / total}
+        for kind, (total, first, last) in counts.items()
     }
 
 

@@ -132,8 +132,10 @@ def _loop_setup(
     if judge not in _JUDGES:
         raise UserError(f'judge must be "asserts", "config", "none" or a Judge, got {judge!r}')
     if judge == "asserts":
-        # Built now only to check max_repeat_attempts before any call; each case gets its own.
-        SelfRefineAdvisor(asserts_judge(cases[0], grader), max_repeat_attempts=max_repeat_attempts)
+        if cases:
+            # Built now only to check max_repeat_attempts before any call; each case gets its own.
+            first = asserts_judge(cases[0], grader)
+            SelfRefineAdvisor(first, max_repeat_attempts=max_repeat_attempts)
         return "asserts", None
     return "none", None
 
