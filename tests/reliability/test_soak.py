@@ -93,15 +93,18 @@ class StallMonitor:
     """
 
     worst: float = 0.0
+    worst_ended: float = 0.0
+    """When the worst stall ended, in seconds since the monitor started."""
     rss: list[float] = field(default_factory=list)
 
     async def run(self) -> None:
-        last_sample = time.perf_counter()
+        began = last_sample = time.perf_counter()
         while True:
             start = time.perf_counter()
             await anyio.sleep(0.001)
             now = time.perf_counter()
-            self.worst = max(self.worst, now - start - 0.001)
+            if now - start - 0.001 > self.worst:
+                self.worst, self.worst_ended = now - start - 0.001, now - began
             if now - last_sample > 0.05:
                 self.rss.append(_rss_mb())
                 last_sample = now
@@ -308,6 +311,19 @@ async def _rig(total: int, mode: str = "faults", rate: float = RATE) -> AsyncIte
             await judge_client.aclose()
 
 
+@pytest.fixture(autouse=True)
+def _restore_log_level() -> Iterator[None]:
+    logger = logging.getLogger("jevrefine")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
+def _quiet_fail_open_warnings() -> None:
+    # Each unjudged answer logs a warning, expected here; the fixture above restores the level.
+    logging.getLogger("jevrefine").setLevel(logging.ERROR)
+
+
 def _inputs(rig: Rig, total: int) -> Iterator[jr.PromptSpec]:
     for i in range(total):
         yield rig.clients[i % 2].prompt(f"Question soak-{i}: is the sky blue?")
@@ -316,7 +332,7 @@ def _inputs(rig: Rig, total: int) -> Iterator[jr.PromptSpec]:
 @pytest.mark.slow
 async def test_1000_refinements_under_5_percent_faults() -> None:
     """Promise: under 5 % faults on both servers, every input gets exactly one typed result."""
-    logging.getLogger("jevrefine").setLevel(logging.ERROR)  # fail-open warnings: expected here
+    _quiet_fail_open_warnings()
     trace = os.environ.get("JEVREFINE_SOAK_TRACEMALLOC") == "1"
     before = asyncio.all_tasks()
     monitor = StallMonitor()
@@ -377,9 +393,10 @@ async def test_1000_refinements_under_5_percent_faults() -> None:
         "model_faults": dict(sorted(model_log.faults.items())),
         "judge_faults": dict(sorted(judge_log.faults.items())),
         "outcomes": dict(sorted(outcomes.items())),
-        "timeouts_without_a_stall": load_timeouts,
+        "refinements_ended_by_own_timeout": load_timeouts,
         "client_hang_ups_seen_by_proxies": len(model_log.broken) + len(judge_log.broken),
         "max_loop_stall_ms": round(monitor.worst * 1000, 1),
+        "max_loop_stall_ended_at_s": round(monitor.worst_ended, 1),
         "rss_start_mb": round(rss_start, 1),
         "rss_peak_growth_mb": round(max(monitor.rss, default=rss_start) - rss_start, 1),
         "tracemalloc_peak_mb": None if traced_peak is None else round(traced_peak, 1),
@@ -412,7 +429,7 @@ async def test_a_judge_answer_that_is_no_answer_never_passes() -> None:
     question asked (`_soak.BAD_ANSWERS`), the model never breaks. Whatever the client makes of such
     an answer (a typed error, a failed verdict and another attempt), it never approves.
     """
-    logging.getLogger("jevrefine").setLevel(logging.ERROR)
+    _quiet_fail_open_warnings()
     total = 200
     results: dict[int, jr.ChatClientResponse | JevrefineError] = {}
     async with _rig(total, mode="bad-answers", rate=0.2) as rig:
