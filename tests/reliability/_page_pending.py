@@ -13,9 +13,15 @@ PENDING_MERGE: frozenset[str] = frozenset(
     {
         # i16-jev at 625ddf8
         "tests/jev/test_jev_parameters.py::test_a_key_that_is_no_string_is_typed_and_never_echoed",
+        "tests/jev/test_jev_parameters.py::test_batch_and_patterns_validate_their_counts",
+        "tests/jev/test_jev_parameters.py::test_criteria_builders_use_the_shared_validators",
+        "tests/jev/test_jev_parameters.py::test_jev_chat_model_names_the_bad_model",
         "tests/jev/test_jev_parameters.py::test_judge_client_names_the_bad_parameter",
+        "tests/jev/test_jev_parameters.py::test_judge_client_refuses_a_bad_base_url",
         "tests/jev/test_jev_parameters.py::test_judge_names_the_bad_parameter",
+        "tests/jev/test_jev_parameters.py::test_model_judge_client_names_the_bad_parameter",
         "tests/jev/test_jev_parameters.py::test_retry_policy_names_the_bad_parameter",
+        "tests/jev/test_jev_parameters.py::test_retry_policy_stores_canonical_values",
         "tests/jev/test_judge.py::test_a_missing_answer_is_a_response_error_never_a_verdict",
         "tests/reliability/test_hostile_jev_answers.py::test_a_body_that_is_no_answer_is_a_response_error_naming_the_field",
         "tests/reliability/test_hostile_jev_answers.py::test_a_broken_judge_never_passes_an_answer",
@@ -44,7 +50,7 @@ PENDING_MERGE: frozenset[str] = frozenset(
         "tests/reliability/test_hostile_jev_transport.py::test_the_cap_holds_for_every_framing",
         "tests/reliability/test_hostile_jev_transport.py::test_valid_chunked_bodies_with_extensions_and_trailers_still_read",
         "tests/reliability/test_judge_faults.py::test_empty_answers_is_a_response_error",
-        # i16-models at f6e75bd
+        # i16-models at 06ac1e9
         "tests/reliability/test_hostile_models_bodies.py::test_a_call_made_through_a_stream_says_the_answer_is_incomplete",
         "tests/reliability/test_hostile_models_bodies.py::test_a_truncated_stream_says_the_answer_is_incomplete",
         "tests/reliability/test_hostile_models_bodies.py::test_an_unreadable_error_event_is_a_server_error",
@@ -70,11 +76,14 @@ PENDING_MERGE: frozenset[str] = frozenset(
         "tests/reliability/test_hostile_models_fuzz.py::test_structured_output_with_a_huge_number_is_typed",
         "tests/reliability/test_hostile_models_secrets.py::test_a_short_placeholder_key_is_not_blanked_out",
         "tests/reliability/test_hostile_models_secrets.py::test_an_echoed_key_is_blanked_out_everywhere",
+        "tests/reliability/test_hostile_models_secrets.py::test_the_log_filter_rewrites_only_records_holding_a_key",
         # i16-misc at 156a7fb
         "tests/reliability/test_hostile_misc_cli.py::test_a_hand_edited_output_never_stops_a_resume",
         "tests/reliability/test_hostile_misc_cli.py::test_a_hostile_line_is_reported_and_skipped_and_resume_is_clean",
         "tests/reliability/test_hostile_misc_cli.py::test_a_missing_api_key_exits_2",
         "tests/reliability/test_hostile_misc_cli.py::test_exit_codes_tell_failed_items_from_a_stopped_run",
+        "tests/reliability/test_hostile_misc_cli.py::test_hostile_bytes_on_stdin_in_a_subprocess",
+        "tests/reliability/test_hostile_misc_cli.py::test_judge_skips_hostile_pairs",
         "tests/reliability/test_hostile_misc_cli.py::test_lone_surrogates_in_ids_and_answers_are_written_escaped",
         "tests/reliability/test_hostile_misc_fuzz.py::test_config_files_are_settings_or_a_config_error",
         "tests/reliability/test_hostile_misc_fuzz.py::test_jsonl_lines_are_records_or_bad_lines",
@@ -87,9 +96,13 @@ PENDING_MERGE: frozenset[str] = frozenset(
         "tests/reliability/test_hostile_misc_sqlite.py::test_a_file_that_is_not_a_database_is_a_typed_error",
         "tests/reliability/test_hostile_misc_sqlite.py::test_a_missing_directory_is_refused_at_construction",
         "tests/reliability/test_hostile_misc_sqlite.py::test_a_path_that_is_not_text_is_refused",
+        "tests/reliability/test_hostile_misc_sqlite.py::test_a_stored_row_without_text_is_skipped",
+        "tests/reliability/test_hostile_misc_sqlite.py::test_add_and_delete_refuse_a_bare_string",
         "tests/reliability/test_hostile_misc_sqlite.py::test_bad_documents_are_refused_when_made",
+        "tests/reliability/test_hostile_misc_sqlite.py::test_metadata_json_cannot_hold_is_refused_naming_the_document",
         "tests/reliability/test_hostile_misc_sqlite.py::test_metadata_none_is_no_metadata_and_reads_back",
         "tests/reliability/test_hostile_misc_sqlite.py::test_proc_is_a_typed_error_at_first_use",
+        "tests/reliability/test_hostile_misc_sqlite.py::test_retriever_settings_are_checked",
         "tests/reliability/test_hostile_misc_tools.py::test_a_blank_id_result_pairs_with_a_blank_id_call_only",
         "tests/reliability/test_hostile_misc_tools.py::test_an_unmatched_blank_id_result_is_kept_after_the_calls",
         "tests/reliability/test_hostile_misc_tools.py::test_calls_beyond_the_turn_limit_get_error_results_and_never_run",
@@ -100,6 +113,7 @@ PENDING_MERGE: frozenset[str] = frozenset(
         "tests/reliability/test_hostile_misc_validation.py::test_a_bad_argument_names_the_parameter_the_value_and_a_fix",
         "tests/reliability/test_hostile_misc_validation.py::test_batch_arguments_are_checked_before_anything_runs",
         "tests/reliability/test_hostile_misc_validation.py::test_ray_arguments_are_checked_before_scheduling",
+        "tests/reliability/test_hostile_misc_validation.py::test_sqlite_store_settings",
         "tests/reliability/test_hostile_misc_validation.py::test_valid_values_are_kept_in_their_canonical_type",
     }
 )
