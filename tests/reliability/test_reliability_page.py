@@ -14,8 +14,6 @@ import re
 from functools import cache
 from pathlib import Path
 
-from _page_pending import PENDING_MERGE
-
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "guide" / "reliability.md"
 
@@ -66,16 +64,9 @@ def _nodes(page: str) -> list[re.Match[str]]:
     return list(_NODE.finditer(_FENCE.sub("", page)))  # code blocks name files, not tests
 
 
-def missing_tests(page: str, root: Path = ROOT, pending: frozenset[str] = frozenset()) -> list[str]:
-    """What the page names that does not exist (empty when every named test is real).
-
-    A node id in `pending` may be missing: it is on a branch not merged yet.
-    """
-    missing = [
-        problem
-        for match in _nodes(page)
-        if match.group(0).strip("`") not in pending and (problem := _problem(match, root))
-    ]
+def missing_tests(page: str, root: Path = ROOT) -> list[str]:
+    """What the page names that does not exist (empty when every named test is real)."""
+    missing = [problem for match in _nodes(page) if (problem := _problem(match, root))]
     for match in _ANY_TEST.finditer(_FENCE.sub("", page)):
         if not _NODE.fullmatch(match.group(0)):
             missing.append(f"{match.group(0)}: name it as tests/<path>.py::test_name")
@@ -85,20 +76,7 @@ def missing_tests(page: str, root: Path = ROOT, pending: frozenset[str] = frozen
 def test_every_test_the_page_names_exists() -> None:
     page = PAGE.read_text(encoding="utf-8")
     assert len(_nodes(page)) >= 30, "the page names too few tests"
-    assert missing_tests(page, pending=PENDING_MERGE) == []
-
-
-def test_pending_tests_are_still_pending() -> None:
-    """A pending name is allowed to be missing only until it lands, and only if the page uses it.
-
-    After a merge this fails, naming the tests that have landed: delete them from
-    `_page_pending.PENDING_MERGE`, and every test the page names is checked again.
-    """
-    named = {match.group(0).strip("`"): match for match in _nodes(PAGE.read_text("utf-8"))}
-    unused = sorted(PENDING_MERGE - set(named))
-    assert not unused, f"pending but not on the page: {unused}"
-    landed = sorted(node for node in PENDING_MERGE if _problem(named[node], ROOT) is None)
-    assert not landed, f"merged now, delete from PENDING_MERGE: {landed}"
+    assert missing_tests(page) == []
 
 
 def test_the_check_catches_a_missing_or_vague_name() -> None:
@@ -111,11 +89,8 @@ def test_the_check_catches_a_missing_or_vague_name() -> None:
         "| e | `tests/reliability/test_judge_faults.py::test_permanent_fault_is_never_retried"
         "[no such id]` |\n"
         "| f | `tests/reliability/test_judge_faults.py::test_transient_fault_*` |\n"
-        "| g | `tests/reliability/test_gone.py::test_pending` |\n"
     )
-    problems = missing_tests(
-        page, pending=frozenset({"tests/reliability/test_gone.py::test_pending"})
-    )
+    problems = missing_tests(page)
     assert [p.split(":")[0] for p in problems] == [
         "tests/reliability/test_soak.py",
         "tests/reliability/test_gone.py",
@@ -124,4 +99,3 @@ def test_the_check_catches_a_missing_or_vague_name() -> None:
     ], problems
     assert "test_that_was_deleted" in problems[0]
     assert "no such id" in problems[2]
-    assert len(missing_tests(page)) == len(problems) + 1  # not pending: reported

@@ -414,14 +414,6 @@ async def test_1000_refinements_under_5_percent_faults() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 16 item 2 (h1-jev, src/jevrefine/jev/): a judge 200 that is no valid answer "
-        "(an empty answers map, an answer for another id, a noul of Infinity, 1e999 or 7.5) "
-        "is served as a verdict, and the refinement comes back `passed`"
-    ),
-)
 async def test_a_judge_answer_that_is_no_answer_never_passes() -> None:
     """Promise: when the judge's last answer was not a valid answer, the result is not `passed`.
 
