@@ -437,6 +437,10 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                     row = await peer.one(case)
                 rows.append(row)
             done = [r for r in rows if r.case == case.id]
+            if args.dump:  # as it goes: a long run that is stopped keeps its prompts
+                record = [{"model": name, **asdict(r)} for r in done]
+                with Path(args.dump).open("a", encoding="utf-8") as out:  # noqa: ASYNC230
+                    out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in record)
             print(
                 f"{name} {number}/{len(cases)} {case.id}: "
                 + ", ".join(f"{r.setup} {int(r.baseline)}->{int(r.final)}" for r in done),
@@ -483,8 +487,9 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         "## Does refinement help? IFBench on local models",
         "",
-        f"The first {args.n} of IFBench's {args.available} offline-verifiable test prompts "
-        f"(`benchmarks/ifbench/cases.jsonl`), IFBench's strict verifiers as the oracle, "
+        f"{args.n} prompts (from number {args.skip + 1}) of IFBench's {args.available} "
+        "offline-verifiable test prompts (`benchmarks/ifbench/cases.jsonl`), IFBench's strict "
+        "verifiers as the oracle, "
         f"{ATTEMPTS} attempts at most, temperature 0, seed {SEED}, max_tokens "
         f"{args.max_tokens}, {args.threads} llama.cpp threads on a shared 2-core machine. Lift = "
         "final − baseline pass rate with a paired 95 % interval (normal approximation on "
@@ -518,20 +523,15 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
 async def run(args: argparse.Namespace) -> None:
     raw = convert.load_cases()
     args.available = len(raw)
-    cases = [Case.of(c) for c in raw[: args.n]]
+    cases = [Case.of(c) for c in raw[args.skip : args.skip + args.n]]
+    if args.dump:
+        Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
     all_rows: dict[str, list[Row]] = {}
     for name in args.models:
         started = time.perf_counter()
         all_rows[name] = await run_model(name, cases, args)
         print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     results = {name: summarise(rows) for name, rows in all_rows.items()}
-    if args.dump:
-        lines = [
-            json.dumps({"model": name, **asdict(row)}, ensure_ascii=False)
-            for name, rows in all_rows.items()
-            for row in rows
-        ]
-        Path(args.dump).write_text("\n".join(lines) + "\n", encoding="utf-8")  # noqa: ASYNC240
     figures = [
         figure(
             f"quality_{name.replace('.', '_')}",
@@ -557,6 +557,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--dump", default=None, help="write every attempt here (JSONL)")
+    parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
     args = parser.parse_args(argv)
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
