@@ -40,7 +40,7 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -211,12 +211,21 @@ class SharedModel(ChatModel):
         self.inner = inner
         self.cache = cache
         self.charged = 0.0
+        self.original: str | None = None
+        """The request of the refinement under way: a longer last user message is a retry."""
+        self.retry_temperature: float | None = None
+        """When set, retries are sampled at this temperature (attempt 1 stays at 0)."""
 
     @property
     def model_name(self) -> str:
         return self.inner.model_name
 
     async def call(self, prompt: Prompt) -> ChatResponse:
+        last = prompt.last_user_message()
+        retry = self.original is not None and last is not None and last.text != self.original
+        if retry and self.retry_temperature is not None:
+            options = replace(prompt.options, temperature=self.retry_temperature)
+            prompt = prompt.with_options(options)
         key = repr((prompt.messages, prompt.options))
         hit = self.cache.get(key)
         if hit is None:
@@ -424,11 +433,16 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
             for setup in args.setups:
                 if setup not in ("verifiers", "model-judge"):
                     continue
-                for template in args.templates if setup == "verifiers" else ["default"]:
-                    label = setup if template == "default" else f"{setup}[{template}]"
+                for variant in args.templates if setup == "verifiers" else ["default"]:
+                    # "name" or "name@T": a feedback template, and a temperature for retries.
+                    template, _, temperature = variant.partition("@")
+                    label = setup if variant == "default" else f"{setup}[{variant}]"
+                    model.original = case.prompt
+                    model.retry_temperature = float(temperature) if temperature else None
                     row = await run_refine(
                         case, label, model, judge_model, options, TEMPLATES[template]
                     )
+                    model.original = model.retry_temperature = None
                     rows.append(row)
             for peer in peers:
                 if isinstance(peer, DSPyRefine):
@@ -550,7 +564,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=None, help="prompts (default 40; quick: 10)")
     parser.add_argument("--models", nargs="+", default=None, choices=MODELS)
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
-    parser.add_argument("--templates", nargs="+", default=["default"], choices=list(TEMPLATES))
+    parser.add_argument(
+        "--templates",
+        nargs="+",
+        default=["default"],
+        metavar="NAME[@T]",
+        help=f"feedback templates to measure ({', '.join(TEMPLATES)}); @T samples retries at "
+        "temperature T",
+    )
     parser.add_argument("--max-tokens", type=int, default=160)
     # One llama.cpp thread: on a shared 2-core machine two threads spin-wait for each other
     # while descheduled (measured here: 1 thread did 6 attempts in 48 s, 2 threads 3 in ~8 min).
@@ -559,6 +580,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dump", default=None, help="write every attempt here (JSONL)")
     parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
     args = parser.parse_args(argv)
+    unknown = [t for t in args.templates if t.partition("@")[0] not in TEMPLATES]
+    if unknown:
+        parser.error(f"unknown template(s) {unknown}; known: {', '.join(TEMPLATES)}")
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
         args.n = 10 if args.quick else 40

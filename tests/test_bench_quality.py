@@ -10,6 +10,7 @@ from benchmarks import bench_quality as bq
 from benchmarks.ifbench import convert, verify
 
 from jevrefine.jev import JudgeInput, ModelJudgeClient
+from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.testing import FunctionModel
 
 try:
@@ -70,3 +71,15 @@ async def test_verifier_judge_fails_with_the_instruction_and_makes_no_call() -> 
     good = "kaleidoscope nebula nebula " + "whisper " * 3 + "labyrinth " * 5 + "paradox " * 7
     assert (await judge.evaluate(JudgeInput("user: x", good))).passed
     assert model.prompts == []  # code checks only: the judge model was never asked
+
+
+async def test_shared_model_answers_once_and_heats_only_retries() -> None:
+    model = FunctionModel(lambda prompt: f"answer at {prompt.options.temperature}")
+    shared = bq.SharedModel(model, {})
+    shared.original, shared.retry_temperature = "Q", 0.7
+    cold = Prompt((UserMessage("Q"),), ChatOptions(temperature=0.0))
+    retry = Prompt((UserMessage("Q\n\nfix it"),), ChatOptions(temperature=0.0))
+    assert (await shared.call(cold)).text == "answer at 0.0"
+    assert (await shared.call(cold)).text == "answer at 0.0"
+    assert (await shared.call(retry)).text == "answer at 0.7"
+    assert len(model.prompts) == 2  # the repeated first attempt came from the cache
