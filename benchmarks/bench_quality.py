@@ -126,7 +126,8 @@ def agreement(pairs: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
         return {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "kappa": None}
     observed = (tp + tn) / n
     expected = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n)
-    kappa = 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    # Undefined when both raters put everything in one class (no variation to agree on).
+    kappa = None if expected == 1 else (observed - expected) / (1 - expected)
     return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "kappa": kappa}
 
 
@@ -255,6 +256,10 @@ class Row:
     judge_tokens: int = 0
     seconds: float = 0.0
     error: str | None = None
+    echoed: int = 0
+    """Retries whose answer repeats the feedback (see `mark_retries`)."""
+    unchanged: int = 0
+    """Retries whose answer is the previous attempt's, word for word."""
 
     @property
     def baseline(self) -> bool:
@@ -412,6 +417,26 @@ class PydanticAI:
 
 # -- running and reporting ----------------------------------------------------------------------
 
+# Words of the retry messages (the SDK's template, the variants, pydantic-ai's) that an answer
+# only contains when it echoes the feedback instead of answering.
+_FEEDBACK_WORDS = ("reviewer rejected", "broke these rules", "earlier answer to this request")
+
+
+def mark_retries(row: Row, case: Case) -> Row:
+    """Count the retries that echo the feedback, and those that repeat the previous answer.
+
+    An echo quotes a retry message's own wording or the start (40 characters) of a failed
+    instruction's description, which an answer that follows the request has no reason to copy.
+    """
+    quotes = [d[:40].lower() for d in case.descriptions()]
+    for previous, answer in zip(row.answers, row.answers[1:], strict=False):
+        text = answer.lower()
+        if any(w in text for w in _FEEDBACK_WORDS) or any(q and q in text for q in quotes):
+            row.echoed += 1
+        if answer.strip() == previous.strip():
+            row.unchanged += 1
+    return row
+
 
 async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> list[Row]:
     from jevrefine.local import LocalModelServer
@@ -450,7 +475,7 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                 else:
                     row = await peer.one(case)
                 rows.append(row)
-            done = [r for r in rows if r.case == case.id]
+            done = [mark_retries(r, case) for r in rows if r.case == case.id]
             if args.dump:  # as it goes: a long run that is stopped keeps its prompts
                 record = [{"model": name, **asdict(r)} for r in done]
                 with Path(args.dump).open("a", encoding="utf-8") as out:  # noqa: ASYNC230
@@ -492,9 +517,18 @@ def summarise(rows: list[Row]) -> dict[str, dict[str, Any]]:
             "seconds": statistics.mean(r.seconds for r in group),
             "attempts": statistics.mean(len(r.answers) for r in group),
             "errors": sum(1 for r in group if r.error),
+            "retries": (retries := sum(max(0, len(r.answers) - 1) for r in group)),
+            "echo_rate": sum(r.echoed for r in group) / retries if retries else None,
+            "unchanged_rate": sum(r.unchanged for r in group) / retries if retries else None,
             "judge_agreement": agreement(judged) if setup.startswith("model-judge") else None,
         }
     return out
+
+
+def _retries(summary: Mapping[str, Any]) -> str:
+    if not summary.get("retries"):
+        return ""
+    return f"{summary['echo_rate']:.0%} / {summary['unchanged_rate']:.0%} of {summary['retries']}"
 
 
 def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
@@ -516,8 +550,9 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
             f"### {model}",
             "",
             "| setup | baseline | final | lift (95 % CI) | improved / degraded | error intro. | "
-            "attempts | model tokens / prompt | judge tokens / prompt | s / prompt | kappa |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+            "attempts | echoed / unchanged retries | model tokens / prompt | "
+            "judge tokens / prompt | s / prompt | kappa |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for setup, s in summary.items():
             lo, hi = s["lift_ci95"]
@@ -527,16 +562,34 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
                 f"| {setup} | {s['baseline_pass_rate']:.0%} | {s['final_pass_rate']:.0%} "
                 f"| {s['lift'] * 100:+.1f} pp ({lo * 100:+.0f}, {hi * 100:+.0f}) "
                 f"| {s['improved']} / {s['degraded']} | {s['error_introduction_rate']:.1%} "
-                f"| {s['attempts']:.2f} | {s['model_tokens']:,.0f} | {s['judge_tokens']:,.0f} "
+                f"| {s['attempts']:.2f} | {_retries(s)} "
+                f"| {s['model_tokens']:,.0f} | {s['judge_tokens']:,.0f} "
                 f"| {seconds} | {'' if kappa is None else f'{kappa:.2f}'} |"
             )
         lines.append("")
     return "\n".join(lines)
 
 
+def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
+    """Rows written by `--dump` (runs may be split across files), by model, counted afresh."""
+    cases = {c["id"]: Case.of(c) for c in convert.load_cases()}
+    rows: dict[str, list[Row]] = {}
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                data = json.loads(line)
+                model = data.pop("model")
+                row = Row(**{**data, "echoed": 0, "unchanged": 0})
+                rows.setdefault(model, []).append(mark_retries(row, cases[row.case]))
+    return rows
+
+
 async def run(args: argparse.Namespace) -> None:
     raw = convert.load_cases()
     args.available = len(raw)
+    if args.from_dump:
+        report(load_dumps(args.from_dump), args)
+        return
     cases = [Case.of(c) for c in raw[args.skip : args.skip + args.n]]
     if args.dump:
         Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
@@ -545,6 +598,13 @@ async def run(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         all_rows[name] = await run_model(name, cases, args)
         print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    report(all_rows, args)
+
+
+def report(all_rows: dict[str, list[Row]], args: argparse.Namespace) -> None:
+    """Summarise, print the Markdown section and write the JSON (`_harness.emit`)."""
+    if args.from_dump:  # the prompts are those in the files
+        args.n = max(len({r.case for r in rows}) for rows in all_rows.values())
     results = {name: summarise(rows) for name, rows in all_rows.items()}
     figures = [
         figure(
@@ -579,6 +639,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--dump", default=None, help="write every attempt here (JSONL)")
     parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
+    parser.add_argument(
+        "--from-dump", nargs="+", default=None, metavar="FILE", help="report on --dump files"
+    )
     args = parser.parse_args(argv)
     unknown = [t for t in args.templates if t.partition("@")[0] not in TEMPLATES]
     if unknown:

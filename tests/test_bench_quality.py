@@ -57,6 +57,7 @@ def test_kappa() -> None:
     # observed 0.75; expected (2*1 + 2*3) / 16 = 0.5; kappa 0.5
     assert mixed["kappa"] == pytest.approx(0.5)
     assert bq.agreement([])["kappa"] is None
+    assert bq.agreement([(False, False), (False, False)])["kappa"] is None  # one class only
 
 
 @pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
@@ -83,3 +84,14 @@ async def test_shared_model_answers_once_and_heats_only_retries() -> None:
     assert (await shared.call(cold)).text == "answer at 0.0"
     assert (await shared.call(retry)).text == "answer at 0.7"
     assert len(model.prompts) == 2  # the repeated first attempt came from the cache
+
+
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
+def test_echoes_and_repeats_are_counted() -> None:
+    case = bq.Case.of(convert.load_cases()[0])
+    description = case.descriptions()[0]
+    row = bq.Row(case.id, "verifiers", answers=["first", "first", "A reviewer rejected it", "x"])
+    bq.mark_retries(row, case)
+    assert (row.echoed, row.unchanged) == (1, 1)
+    quoting = bq.Row(case.id, "verifiers", answers=["first", "Sure. " + description])
+    assert bq.mark_retries(quoting, case).echoed == 1
