@@ -525,6 +525,12 @@ def summarise(rows: list[Row]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _selection(args: argparse.Namespace) -> str:
+    if args.from_dump:
+        return "those run into " + ", ".join(f"`{Path(p).name}`" for p in args.from_dump)
+    return f"{'the first' if args.first else 'evenly spaced'}, from number {args.skip + 1}"
+
+
 def _retries(summary: Mapping[str, Any]) -> str:
     if not summary.get("retries"):
         return ""
@@ -535,7 +541,7 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         "## Does refinement help? IFBench on local models",
         "",
-        f"{args.n} prompts (from number {args.skip + 1}) of IFBench's {args.available} "
+        f"{args.n} prompts ({_selection(args)}) of IFBench's {args.available} "
         "offline-verifiable test prompts (`benchmarks/ifbench/cases.jsonl`), IFBench's strict "
         "verifiers as the oracle, "
         f"{ATTEMPTS} attempts at most, temperature 0, seed {SEED}, max_tokens "
@@ -570,6 +576,21 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def select(
+    cases: Sequence[dict[str, Any]], n: int, skip: int = 0, *, first: bool = False
+) -> list[dict[str, Any]]:
+    """The published subset: `n` cases evenly spaced over the file (after `skip`), or the first.
+
+    IFBench's file is grouped by instruction type, so its first cases share one or two types;
+    evenly spaced ones cover the types in proportion.
+    """
+    pool = list(cases[skip:])
+    if first or n >= len(pool):
+        return pool[:n]
+    step = len(pool) / n
+    return [pool[int(i * step)] for i in range(n)]
+
+
 def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
     """Rows written by `--dump` (runs may be split across files), by model, counted afresh."""
     cases = {c["id"]: Case.of(c) for c in convert.load_cases()}
@@ -590,7 +611,7 @@ async def run(args: argparse.Namespace) -> None:
     if args.from_dump:
         report(load_dumps(args.from_dump), args)
         return
-    cases = [Case.of(c) for c in raw[args.skip : args.skip + args.n]]
+    cases = [Case.of(c) for c in select(raw, args.n, args.skip, first=args.first)]
     if args.dump:
         Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
     all_rows: dict[str, list[Row]] = {}
@@ -639,6 +660,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--dump", default=None, help="write every attempt here (JSONL)")
     parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
+    parser.add_argument(
+        "--first", action="store_true", help="the first N prompts, not N evenly spaced ones"
+    )
     parser.add_argument(
         "--from-dump", nargs="+", default=None, metavar="FILE", help="report on --dump files"
     )

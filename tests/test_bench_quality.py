@@ -95,3 +95,11 @@ def test_echoes_and_repeats_are_counted() -> None:
     assert (row.echoed, row.unchanged) == (1, 1)
     quoting = bq.Row(case.id, "verifiers", answers=["first", "Sure. " + description])
     assert bq.mark_retries(quoting, case).echoed == 1
+
+
+def test_the_subset_is_evenly_spaced_unless_first() -> None:
+    cases = [{"id": str(i)} for i in range(10)]
+    assert [c["id"] for c in bq.select(cases, 3)] == ["0", "3", "6"]
+    assert [c["id"] for c in bq.select(cases, 3, first=True)] == ["0", "1", "2"]
+    assert [c["id"] for c in bq.select(cases, 2, skip=4)] == ["4", "7"]
+    assert len(bq.select(cases, 50)) == 10
