@@ -350,12 +350,19 @@ class DSPyRefine:
             row.final = False
         row.seconds = time.perf_counter() - started
         for entry in self.lm.history[history:]:
-            usage = entry.get("usage") or {}
-            row.model_tokens += int(usage.get("total_tokens") or 0)
+            row.model_tokens += _dspy_tokens(entry)
         if not row.oracle:  # failed before any answer was scored
             row.oracle.append(False)
             row.answers.append("")
         return row
+
+
+def _dspy_tokens(entry: Mapping[str, Any]) -> int:
+    """One DSPy history entry's total tokens: its `usage` dict, else the litellm response's."""
+    usage: Any = entry.get("usage") or getattr(entry.get("response"), "usage", None) or {}
+    if not isinstance(usage, Mapping):
+        usage = {"total_tokens": getattr(usage, "total_tokens", 0)}
+    return int(usage.get("total_tokens") or 0)
 
 
 class PydanticAI:
