@@ -631,7 +631,13 @@ async def run(args: argparse.Namespace) -> None:
 
 def report(all_rows: dict[str, list[Row]], args: argparse.Namespace) -> None:
     """Summarise, print the Markdown section and write the JSON (`_harness.emit`)."""
-    if args.from_dump:  # the prompts are those in the files
+    if args.from_dump:  # the prompts every setup of a model finished: a paired comparison
+        for name, rows in all_rows.items():
+            by_setup: dict[str, set[str]] = {}
+            for row in rows:
+                by_setup.setdefault(row.setup, set()).add(row.case)
+            common = set.intersection(*by_setup.values())
+            all_rows[name] = [r for r in rows if r.case in common]
         args.n = max(len({r.case for r in rows}) for rows in all_rows.values())
     results = {name: summarise(rows) for name, rows in all_rows.items()}
     figures = [
