@@ -68,6 +68,11 @@ SETUPS = ("verifiers", "model-judge", "dspy", "pydantic-ai")
 # Feedback templates measured for the refine loop (`--templates`); `default` is the SDK's.
 TEMPLATES: Mapping[str, str] = {
     "default": DEFAULT_FEEDBACK_TEMPLATE,
+    # The SDK's default until the pilot (the "default" rows of its tables).
+    "reviewer": (
+        "\n\nA reviewer rejected an earlier answer to this request:\n{feedback}\n"
+        "Write a new answer that fixes every point above."
+    ),
     "answer-only": (
         "\n\n(An earlier answer to this request broke these rules:\n{feedback}\n"
         "Answer the request above again, following every rule. Reply with the answer only.)"
