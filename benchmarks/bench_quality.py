@@ -40,7 +40,7 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -68,6 +68,11 @@ SETUPS = ("verifiers", "model-judge", "dspy", "pydantic-ai")
 # Feedback templates measured for the refine loop (`--templates`); `default` is the SDK's.
 TEMPLATES: Mapping[str, str] = {
     "default": DEFAULT_FEEDBACK_TEMPLATE,
+    # The SDK's default until the pilot (the "default" rows of its tables).
+    "reviewer": (
+        "\n\nA reviewer rejected an earlier answer to this request:\n{feedback}\n"
+        "Write a new answer that fixes every point above."
+    ),
     "answer-only": (
         "\n\n(An earlier answer to this request broke these rules:\n{feedback}\n"
         "Answer the request above again, following every rule. Reply with the answer only.)"
@@ -126,7 +131,8 @@ def agreement(pairs: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
         return {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "kappa": None}
     observed = (tp + tn) / n
     expected = ((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)) / (n * n)
-    kappa = 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    # Undefined when both raters put everything in one class (no variation to agree on).
+    kappa = None if expected == 1 else (observed - expected) / (1 - expected)
     return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "kappa": kappa}
 
 
@@ -211,12 +217,21 @@ class SharedModel(ChatModel):
         self.inner = inner
         self.cache = cache
         self.charged = 0.0
+        self.original: str | None = None
+        """The request of the refinement under way: a longer last user message is a retry."""
+        self.retry_temperature: float | None = None
+        """When set, retries are sampled at this temperature (attempt 1 stays at 0)."""
 
     @property
     def model_name(self) -> str:
         return self.inner.model_name
 
     async def call(self, prompt: Prompt) -> ChatResponse:
+        last = prompt.last_user_message()
+        retry = self.original is not None and last is not None and last.text != self.original
+        if retry and self.retry_temperature is not None:
+            options = replace(prompt.options, temperature=self.retry_temperature)
+            prompt = prompt.with_options(options)
         key = repr((prompt.messages, prompt.options))
         hit = self.cache.get(key)
         if hit is None:
@@ -246,6 +261,10 @@ class Row:
     judge_tokens: int = 0
     seconds: float = 0.0
     error: str | None = None
+    echoed: int = 0
+    """Retries whose answer repeats the feedback (see `mark_retries`)."""
+    unchanged: int = 0
+    """Retries whose answer is the previous attempt's, word for word."""
 
     @property
     def baseline(self) -> bool:
@@ -336,12 +355,19 @@ class DSPyRefine:
             row.final = False
         row.seconds = time.perf_counter() - started
         for entry in self.lm.history[history:]:
-            usage = entry.get("usage") or {}
-            row.model_tokens += int(usage.get("total_tokens") or 0)
+            row.model_tokens += _dspy_tokens(entry)
         if not row.oracle:  # failed before any answer was scored
             row.oracle.append(False)
             row.answers.append("")
         return row
+
+
+def _dspy_tokens(entry: Mapping[str, Any]) -> int:
+    """One DSPy history entry's total tokens: its `usage` dict, else the litellm response's."""
+    usage: Any = entry.get("usage") or getattr(entry.get("response"), "usage", None) or {}
+    if not isinstance(usage, Mapping):
+        usage = {"total_tokens": getattr(usage, "total_tokens", 0)}
+    return int(usage.get("total_tokens") or 0)
 
 
 class PydanticAI:
@@ -403,6 +429,26 @@ class PydanticAI:
 
 # -- running and reporting ----------------------------------------------------------------------
 
+# Words of the retry messages (the SDK's template, the variants, pydantic-ai's) that an answer
+# only contains when it echoes the feedback instead of answering.
+_FEEDBACK_WORDS = ("reviewer rejected", "broke these rules", "earlier answer to this request")
+
+
+def mark_retries(row: Row, case: Case) -> Row:
+    """Count the retries that echo the feedback, and those that repeat the previous answer.
+
+    An echo quotes a retry message's own wording or the start (40 characters) of a failed
+    instruction's description, which an answer that follows the request has no reason to copy.
+    """
+    quotes = [d[:40].lower() for d in case.descriptions()]
+    for previous, answer in zip(row.answers, row.answers[1:], strict=False):
+        text = answer.lower()
+        if any(w in text for w in _FEEDBACK_WORDS) or any(q and q in text for q in quotes):
+            row.echoed += 1
+        if answer.strip() == previous.strip():
+            row.unchanged += 1
+    return row
+
 
 async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> list[Row]:
     from jevrefine.local import LocalModelServer
@@ -424,11 +470,16 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
             for setup in args.setups:
                 if setup not in ("verifiers", "model-judge"):
                     continue
-                for template in args.templates if setup == "verifiers" else ["default"]:
-                    label = setup if template == "default" else f"{setup}[{template}]"
+                for variant in args.templates if setup == "verifiers" else ["default"]:
+                    # "name" or "name@T": a feedback template, and a temperature for retries.
+                    template, _, temperature = variant.partition("@")
+                    label = setup if variant == "default" else f"{setup}[{variant}]"
+                    model.original = case.prompt
+                    model.retry_temperature = float(temperature) if temperature else None
                     row = await run_refine(
                         case, label, model, judge_model, options, TEMPLATES[template]
                     )
+                    model.original = model.retry_temperature = None
                     rows.append(row)
             for peer in peers:
                 if isinstance(peer, DSPyRefine):
@@ -436,7 +487,11 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                 else:
                     row = await peer.one(case)
                 rows.append(row)
-            done = [r for r in rows if r.case == case.id]
+            done = [mark_retries(r, case) for r in rows if r.case == case.id]
+            if args.dump:  # as it goes: a long run that is stopped keeps its prompts
+                record = [{"model": name, **asdict(r)} for r in done]
+                with Path(args.dump).open("a", encoding="utf-8") as out:  # noqa: ASYNC230
+                    out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in record)
             print(
                 f"{name} {number}/{len(cases)} {case.id}: "
                 + ", ".join(f"{r.setup} {int(r.baseline)}->{int(r.final)}" for r in done),
@@ -474,17 +529,33 @@ def summarise(rows: list[Row]) -> dict[str, dict[str, Any]]:
             "seconds": statistics.mean(r.seconds for r in group),
             "attempts": statistics.mean(len(r.answers) for r in group),
             "errors": sum(1 for r in group if r.error),
+            "retries": (retries := sum(max(0, len(r.answers) - 1) for r in group)),
+            "echo_rate": sum(r.echoed for r in group) / retries if retries else None,
+            "unchanged_rate": sum(r.unchanged for r in group) / retries if retries else None,
             "judge_agreement": agreement(judged) if setup.startswith("model-judge") else None,
         }
     return out
+
+
+def _selection(args: argparse.Namespace) -> str:
+    if args.from_dump:
+        return "those run into " + ", ".join(f"`{Path(p).name}`" for p in args.from_dump)
+    return f"{'the first' if args.first else 'evenly spaced'}, from number {args.skip + 1}"
+
+
+def _retries(summary: Mapping[str, Any]) -> str:
+    if not summary.get("retries"):
+        return ""
+    return f"{summary['echo_rate']:.0%} / {summary['unchanged_rate']:.0%} of {summary['retries']}"
 
 
 def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         "## Does refinement help? IFBench on local models",
         "",
-        f"The first {args.n} of IFBench's {args.available} offline-verifiable test prompts "
-        f"(`benchmarks/ifbench/cases.jsonl`), IFBench's strict verifiers as the oracle, "
+        f"{args.n} prompts ({_selection(args)}) of IFBench's {args.available} "
+        "offline-verifiable test prompts (`benchmarks/ifbench/cases.jsonl`), IFBench's strict "
+        "verifiers as the oracle, "
         f"{ATTEMPTS} attempts at most, temperature 0, seed {SEED}, max_tokens "
         f"{args.max_tokens}, {args.threads} llama.cpp threads on a shared 2-core machine. Lift = "
         "final − baseline pass rate with a paired 95 % interval (normal approximation on "
@@ -497,8 +568,9 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
             f"### {model}",
             "",
             "| setup | baseline | final | lift (95 % CI) | improved / degraded | error intro. | "
-            "attempts | model tokens / prompt | judge tokens / prompt | s / prompt | kappa |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+            "attempts | echoed / unchanged retries | model tokens / prompt | "
+            "judge tokens / prompt | s / prompt | kappa |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for setup, s in summary.items():
             lo, hi = s["lift_ci95"]
@@ -508,30 +580,71 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
                 f"| {setup} | {s['baseline_pass_rate']:.0%} | {s['final_pass_rate']:.0%} "
                 f"| {s['lift'] * 100:+.1f} pp ({lo * 100:+.0f}, {hi * 100:+.0f}) "
                 f"| {s['improved']} / {s['degraded']} | {s['error_introduction_rate']:.1%} "
-                f"| {s['attempts']:.2f} | {s['model_tokens']:,.0f} | {s['judge_tokens']:,.0f} "
+                f"| {s['attempts']:.2f} | {_retries(s)} "
+                f"| {s['model_tokens']:,.0f} | {s['judge_tokens']:,.0f} "
                 f"| {seconds} | {'' if kappa is None else f'{kappa:.2f}'} |"
             )
         lines.append("")
     return "\n".join(lines)
 
 
+def select(
+    cases: Sequence[dict[str, Any]], n: int, skip: int = 0, *, first: bool = False
+) -> list[dict[str, Any]]:
+    """The published subset: `n` cases evenly spaced over the file (after `skip`), or the first.
+
+    IFBench's file is grouped by instruction type, so its first cases share one or two types;
+    evenly spaced ones cover the types in proportion.
+    """
+    pool = list(cases[skip:])
+    if first or n >= len(pool):
+        return pool[:n]
+    step = len(pool) / n
+    return [pool[int(i * step)] for i in range(n)]
+
+
+def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
+    """Rows written by `--dump` (runs may be split across files), by model, counted afresh."""
+    cases = {c["id"]: Case.of(c) for c in convert.load_cases()}
+    rows: dict[str, list[Row]] = {}
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                data = json.loads(line)
+                model = data.pop("model")
+                row = Row(**{**data, "echoed": 0, "unchanged": 0})
+                rows.setdefault(model, []).append(mark_retries(row, cases[row.case]))
+    return rows
+
+
 async def run(args: argparse.Namespace) -> None:
     raw = convert.load_cases()
     args.available = len(raw)
-    cases = [Case.of(c) for c in raw[: args.n]]
+    if args.from_dump:
+        report(load_dumps(args.from_dump), args)
+        return
+    cases = [Case.of(c) for c in select(raw, args.n, args.skip, first=args.first)]
+    if args.dump:
+        Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
     all_rows: dict[str, list[Row]] = {}
     for name in args.models:
         started = time.perf_counter()
         all_rows[name] = await run_model(name, cases, args)
         print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    report(all_rows, args)
+
+
+def report(all_rows: dict[str, list[Row]], args: argparse.Namespace) -> None:
+    """Summarise, print the Markdown section and write the JSON (`_harness.emit`)."""
+    if args.from_dump:  # the prompts every setup of a model finished: a paired comparison
+        for name, rows in all_rows.items():
+            by_setup: dict[str, set[str]] = {}
+            for row in rows:
+                by_setup.setdefault(row.setup, set()).add(row.case)
+            common = set.intersection(*by_setup.values())
+            all_rows[name] = [r for r in rows if r.case in common]
+        args.n = max(len({r.case for r in rows}) for rows in all_rows.values())
     results = {name: summarise(rows) for name, rows in all_rows.items()}
-    if args.dump:
-        lines = [
-            json.dumps({"model": name, **asdict(row)}, ensure_ascii=False)
-            for name, rows in all_rows.items()
-            for row in rows
-        ]
-        Path(args.dump).write_text("\n".join(lines) + "\n", encoding="utf-8")  # noqa: ASYNC240
     figures = [
         figure(
             f"quality_{name.replace('.', '_')}",
@@ -550,14 +663,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=None, help="prompts (default 40; quick: 10)")
     parser.add_argument("--models", nargs="+", default=None, choices=MODELS)
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
-    parser.add_argument("--templates", nargs="+", default=["default"], choices=list(TEMPLATES))
+    parser.add_argument(
+        "--templates",
+        nargs="+",
+        default=["default"],
+        metavar="NAME[@T]",
+        help=f"feedback templates to measure ({', '.join(TEMPLATES)}); @T samples retries at "
+        "temperature T",
+    )
     parser.add_argument("--max-tokens", type=int, default=160)
     # One llama.cpp thread: on a shared 2-core machine two threads spin-wait for each other
     # while descheduled (measured here: 1 thread did 6 attempts in 48 s, 2 threads 3 in ~8 min).
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--dump", default=None, help="write every attempt here (JSONL)")
+    parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
+    parser.add_argument(
+        "--first", action="store_true", help="the first N prompts, not N evenly spaced ones"
+    )
+    parser.add_argument(
+        "--from-dump", nargs="+", default=None, metavar="FILE", help="report on --dump files"
+    )
     args = parser.parse_args(argv)
+    unknown = [t for t in args.templates if t.partition("@")[0] not in TEMPLATES]
+    if unknown:
+        parser.error(f"unknown template(s) {unknown}; known: {', '.join(TEMPLATES)}")
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
         args.n = 10 if args.quick else 40

@@ -54,7 +54,7 @@ def _answer(prompt: Prompt) -> AssistantMessage:
     if not isinstance(last, ToolResponseMessage):
         return AssistantMessage("", (ToolCall("call-1", "weather", '{"city": "Paris"}'),))
     user = prompt.last_user_message()
-    told_off = user is not None and "reviewer rejected" in user.text
+    told_off = user is not None and "broke these rules" in user.text
     return AssistantMessage("v2: sunny, 21 C" if told_off else "v1: nice")
 
 

@@ -10,6 +10,7 @@ from benchmarks import bench_quality as bq
 from benchmarks.ifbench import convert, verify
 
 from jevrefine.jev import JudgeInput, ModelJudgeClient
+from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.testing import FunctionModel
 
 try:
@@ -56,6 +57,7 @@ def test_kappa() -> None:
     # observed 0.75; expected (2*1 + 2*3) / 16 = 0.5; kappa 0.5
     assert mixed["kappa"] == pytest.approx(0.5)
     assert bq.agreement([])["kappa"] is None
+    assert bq.agreement([(False, False), (False, False)])["kappa"] is None  # one class only
 
 
 @pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
@@ -70,3 +72,34 @@ async def test_verifier_judge_fails_with_the_instruction_and_makes_no_call() -> 
     good = "kaleidoscope nebula nebula " + "whisper " * 3 + "labyrinth " * 5 + "paradox " * 7
     assert (await judge.evaluate(JudgeInput("user: x", good))).passed
     assert model.prompts == []  # code checks only: the judge model was never asked
+
+
+async def test_shared_model_answers_once_and_heats_only_retries() -> None:
+    model = FunctionModel(lambda prompt: f"answer at {prompt.options.temperature}")
+    shared = bq.SharedModel(model, {})
+    shared.original, shared.retry_temperature = "Q", 0.7
+    cold = Prompt((UserMessage("Q"),), ChatOptions(temperature=0.0))
+    retry = Prompt((UserMessage("Q\n\nfix it"),), ChatOptions(temperature=0.0))
+    assert (await shared.call(cold)).text == "answer at 0.0"
+    assert (await shared.call(cold)).text == "answer at 0.0"
+    assert (await shared.call(retry)).text == "answer at 0.7"
+    assert len(model.prompts) == 2  # the repeated first attempt came from the cache
+
+
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
+def test_echoes_and_repeats_are_counted() -> None:
+    case = bq.Case.of(convert.load_cases()[0])
+    description = case.descriptions()[0]
+    row = bq.Row(case.id, "verifiers", answers=["first", "first", "A reviewer rejected it", "x"])
+    bq.mark_retries(row, case)
+    assert (row.echoed, row.unchanged) == (1, 1)
+    quoting = bq.Row(case.id, "verifiers", answers=["first", "Sure. " + description])
+    assert bq.mark_retries(quoting, case).echoed == 1
+
+
+def test_the_subset_is_evenly_spaced_unless_first() -> None:
+    cases = [{"id": str(i)} for i in range(10)]
+    assert [c["id"] for c in bq.select(cases, 3)] == ["0", "3", "6"]
+    assert [c["id"] for c in bq.select(cases, 3, first=True)] == ["0", "1", "2"]
+    assert [c["id"] for c in bq.select(cases, 2, skip=4)] == ["4", "7"]
+    assert len(bq.select(cases, 50)) == 10
