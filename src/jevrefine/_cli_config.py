@@ -285,8 +285,8 @@ class JudgeSection(_Section):
     """A choice or score with less support than this is INCONCLUSIVE (`jev`, `model`)."""
     fail_on_inconclusive: bool = False
     """Count INCONCLUSIVE findings as failures (`jev`, `model`)."""
-    fail_on_error: bool = False
-    """Count ERROR findings (a missing or unusable answer) as failures (`jev`, `model`)."""
+    fail_on_error: bool = True
+    """Count ERROR findings as failures (`jev`, `model`); the Python `Judge`'s default too."""
 
     @pydantic.field_validator("criteria")
     @classmethod
