@@ -136,7 +136,7 @@ async def test_the_retry_prompt_is_rebuilt_from_the_original_so_feedback_never_c
     assert "DEFECT-TWO" in third.text
     assert "DEFECT-ONE" not in third.text  # attempt 1's feedback is gone
     assert third.text.count("Write a draft.") == 1
-    assert third.text.count("rejected") == 1
+    assert third.text.count("broke these rules") == 1
     # The judge's user_question is the original conversation every time, never the feedback.
     questions = {r.json["state"]["user_question"] for r in jev_server.requests}
     assert questions == {"user: Write a draft."}
@@ -312,4 +312,4 @@ async def test_the_limit_of_100_retries_is_reachable_and_never_exceeded(
     assert report.outcome == "best_attempt"
     assert report.chosen == 101  # all tie at -1: the latest wins
     # Every retry carries exactly one feedback section, however many came before.
-    assert all(str(p.messages[-1]).count("rejected") == 1 for p in model.prompts[1:])
+    assert all(str(p.messages[-1]).count("broke these rules") == 1 for p in model.prompts[1:])

@@ -83,7 +83,7 @@ class Scenario:
         last = prompt.messages[-1]
         if isinstance(last, ToolResponseMessage):
             user = prompt.last_user_message()
-            told_off = user is not None and "reviewer rejected" in user.text
+            told_off = user is not None and "broke these rules" in user.text
             text = "v2: 3 euros are 3 euros" if told_off else "v1: it depends"
             return ChatResponse(
                 (Generation(AssistantMessage(text), {"finish_reason": "stop"}),),

@@ -76,9 +76,13 @@ _log = logging.getLogger("jevrefine.self_refine")
 SkipPredicate: TypeAlias = Callable[[ChatClientRequest, ChatClientResponse], bool]
 """`(attempt request, response) -> True` to return the response unjudged."""
 
+# Worded so that a small model answers the request instead of continuing the feedback: on 10
+# IFBench prompts (Qwen2.5-Coder-0.5B) the earlier "A reviewer rejected an earlier answer ...
+# Write a new answer" wording was echoed back in 13 of 19 retries, this one in 2 of 19, at the
+# same pass rate (docs/benchmarks.md, "Does refinement help?").
 DEFAULT_FEEDBACK_TEMPLATE: Final = (
-    "\n\nA reviewer rejected an earlier answer to this request:\n{feedback}\n"
-    "Write a new answer that fixes every point above."
+    "\n\n(An earlier answer to this request broke these rules:\n{feedback}\n"
+    "Answer the request above again, following every rule. Reply with the answer only.)"
 )
 """Appended to the original last user message on a retry; `{feedback}` is the verdict's feedback
 and `{answer}` (optional) the rejected answer."""
