@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
+from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
+
 FaultKind: TypeAlias = Literal["reset", "reset_mid_body", "429", "500", "stall", "malformed"]
 KINDS: Final[tuple[FaultKind, ...]] = (
     "reset",
@@ -328,10 +330,14 @@ def _key_of(text: str) -> int:
     return int(match.group(1))
 
 
+# What a retry's prompt carries, read from the template so that its wording may change.
+_RETRY_MARK = DEFAULT_FEEDBACK_TEMPLATE.split("{feedback}")[0].strip()
+
+
 def model_reply(body: dict[str, Any]) -> str:
     """The model's answer names its refinement, and says when it is a revision."""
     last = str(body["messages"][-1]["content"])
-    prefix = "Revised answer" if "A reviewer rejected" in last else "Answer"
+    prefix = "Revised answer" if _RETRY_MARK in last else "Answer"
     return f"{prefix} for soak-{_key_of(last)}."
 
 
