@@ -221,6 +221,33 @@ async def test_fail_on_exhausted_attempts_raises_with_the_verdict_and_every_atte
     assert "3 attempt(s)" in str(error)
 
 
+async def test_the_error_carries_the_best_attempts_verdict_not_the_last(
+    jev_server: FakeJevServer, jev: JudgeClient
+) -> None:
+    """Issue 20: the verdict on the error is the one the report would choose, not the last one."""
+    scores = {"good": (0.9, 0.1), "bad": (0.1, 0.1)}
+    jev_server.answer = lambda state, questions: dict(
+        zip(questions, scores[state["assistant_answer"]], strict=True)
+    )
+    criteria = [noul("x", IS_CORRECT), noul("y", IS_CORRECT)]
+    advisor = SelfRefineAdvisor(
+        Judge(jev, criteria), max_repeat_attempts=1, fail_on_exhausted_attempts=True
+    )
+    with pytest.raises(SelfRefineFailedError) as info:
+        await ChatClient(drafts("good", "bad"), advisors=[advisor]).prompt("Go").call()
+    error = info.value
+    assert error.best is not None
+    assert error.best.index == 1
+    assert error.best.answer == "good"
+    assert error.verdict is error.best.verdict
+    assert error.verdict.summary() == "passed=false [x=PASSED, y=FAILED]"
+    # Every attempt's verdict stays reachable, the last one included.
+    assert [a.verdict.summary() for a in error.attempts if a.verdict] == [
+        "passed=false [x=PASSED, y=FAILED]",
+        "passed=false [x=FAILED, y=FAILED]",
+    ]
+
+
 async def test_usage_is_summed_over_attempts_and_judging_calls(
     jev_server: FakeJevServer, jev: JudgeClient
 ) -> None:

@@ -147,13 +147,24 @@ class RefineReport:
 class SelfRefineFailedError(JevrefineError):
     """Attempts ran out without a passing verdict and `fail_on_exhausted_attempts` was set.
 
-    `verdict` is the last attempt's verdict (`.summary()`, `.failures()` with each `.detail`);
-    `attempts` holds every attempt's answer, verdict and usage; `report` the whole report.
+    `verdict` is the best attempt's verdict (`.summary()`, `.failures()` with each `.detail`): the
+    attempt that would have been returned without the flag (most passed net of failed, the later
+    one on a tie), which is `best`. `attempts` holds every attempt's answer, verdict and usage;
+    `report` the whole report.
     """
 
-    def __init__(self, verdict: Verdict, attempts: Sequence[Attempt], report: RefineReport):
+    def __init__(
+        self,
+        verdict: Verdict,
+        attempts: Sequence[Attempt],
+        report: RefineReport,
+        *,
+        best: Attempt | None = None,
+    ):
         self.verdict = verdict
-        """The final attempt's verdict."""
+        """The best attempt's verdict (the one `best_attempt` would have returned)."""
+        self.best = best
+        """The best attempt: what would have been returned without `fail_on_exhausted_attempts`."""
         self.attempts = list(attempts)
         """Every attempt, in order."""
         self.report = report
@@ -383,18 +394,17 @@ class SelfRefineAdvisor:
 
     def _exhausted(self, loop: _Loop) -> ChatClientResponse:
         judged = [a for a in loop.attempts if a.verdict is not None]
-        last = judged[-1]
-        assert last.verdict is not None
+        # Most passed net of failed; on a tie the later attempt (max keeps the first maximum,
+        # so compare (score, index)).
+        best = max(judged, key=lambda a: (a.verdict.net_score if a.verdict else 0, a.index))
+        assert best.verdict is not None
         if self.fail_on_exhausted_attempts:
             # The caller gets the exception; this log line is for operators tracking loops.
             _log.info(
                 "self-refine: no attempt passed after %d attempt(s); raising", len(loop.attempts)
             )
             report = loop.report("failed", None)
-            raise SelfRefineFailedError(last.verdict, loop.attempts, report)
-        # Most passed net of failed; on a tie the later attempt (max keeps the first maximum,
-        # so compare (score, index)).
-        best = max(judged, key=lambda a: (a.verdict.net_score if a.verdict else 0, a.index))
+            raise SelfRefineFailedError(best.verdict, loop.attempts, report, best=best)
         # A warning: an answer that did not pass the judge is being shipped.
         _log.warning(
             "self-refine: no attempt passed after %d attempt(s); returning attempt %d (%s)",
