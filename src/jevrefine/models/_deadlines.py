@@ -18,14 +18,27 @@ When `total_timeout` is not given, it is what an honest server could take under 
 
 from __future__ import annotations
 
+import enum
 import math
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import anyio
 
 from .._validate import integer, number
 from ..exceptions import ModelTimeoutError
+
+_Item = TypeVar("_Item")
+
+
+class StreamEnd(enum.Enum):
+    """What `Pace.next` returns once a stream has ended (an SDK may yield `None` as an item)."""
+
+    END = "end"
+
+
+END: Final = StreamEnd.END
 
 __all__ = ["SDK_DEFAULT_TIMEOUT", "Deadlines", "Pace", "call_expired", "check_max_retries"]
 
@@ -119,6 +132,23 @@ class Pace:
     def advanced(self) -> None:
         """A chunk came: from now on each wait has `idle` seconds (within the whole stream's)."""
         self._started = True
+
+    async def next(self, items: AsyncIterator[_Item], model: str, where: str) -> _Item | StreamEnd:
+        """The stream's next item within its deadline, or `END` when the stream has ended.
+
+        Raises:
+            ModelTimeoutError: the deadline passed first (`expired`).
+        """
+        # The scope covers the wait only, never the caller's `yield` of what came.
+        with self.scope() as waiting:
+            try:
+                item = await items.__anext__()
+            except StopAsyncIteration:
+                return END
+        if waiting.cancelled_caught:
+            raise self.expired(model, where)
+        self.advanced()
+        return item
 
     def expired(self, model: str, where: str) -> ModelTimeoutError:
         """The error for the deadline that just passed, naming the setting to raise."""

@@ -82,7 +82,7 @@ from ._bounded_transport import (
     bounded_http_client,
     check_max_response_bytes,
 )
-from ._deadlines import Deadlines, Pace, call_expired, check_max_retries
+from ._deadlines import END, Deadlines, Pace, call_expired, check_max_retries
 from ._log_scrub import register_key, unregister_key
 from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise
 from .base import ChatModel
@@ -383,16 +383,11 @@ class AnthropicChatModel(ChatModel):
                 raise pace.expired(model, where)
             async with events:  # closes the HTTP response when the consumer stops early
                 while True:
-                    # Each wait for an event has its own deadline; the scope never spans a yield.
-                    with pace.scope() as waiting:
-                        try:
-                            with _broken_stream_is_incomplete(model, where):
-                                event = await events.__anext__()
-                        except StopAsyncIteration:
-                            break
-                    if waiting.cancelled_caught:
-                        raise pace.expired(model, where)
-                    pace.advanced()
+                    # Each wait for an event has its own deadline.
+                    with _broken_stream_is_incomplete(model, where):
+                        event = await pace.next(events, model, where)
+                    if event is END:
+                        break
                     with unreadable_items_raise(model, where, "stream event", self._read.scrub):
                         delta = state.feed(event)
                     if delta:

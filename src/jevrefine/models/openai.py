@@ -70,7 +70,7 @@ from ._bounded_transport import (
     bounded_http_client,
     check_max_response_bytes,
 )
-from ._deadlines import Deadlines, Pace, call_expired, check_max_retries
+from ._deadlines import END, Deadlines, Pace, call_expired, check_max_retries
 from ._log_scrub import register_key, unregister_key
 from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
 from .base import ChatModel
@@ -337,17 +337,9 @@ class OpenAIChatModel(ChatModel):
             if opening.cancelled_caught:
                 raise pace.expired(model, where)
             try:
-                while True:
-                    # Each wait for a chunk has its own deadline (the first one's is
-                    # `total_timeout`, then `timeout`); the scope never spans a `yield`.
-                    with pace.scope() as waiting:
-                        try:
-                            chunk = await chunks.__anext__()
-                        except StopAsyncIteration:
-                            break
-                    if waiting.cancelled_caught:
-                        raise pace.expired(model, where)
-                    pace.advanced()
+                # Each wait for a chunk has its own deadline (the first one's is
+                # `total_timeout`, then `timeout`).
+                while (chunk := await pace.next(chunks, model, where)) is not END:
                     with unreadable_items_raise(model, where, "stream chunk", self._read.scrub):
                         delta = state.add(chunk)
                     if delta:
