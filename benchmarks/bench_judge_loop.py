@@ -48,7 +48,8 @@ from openai import AsyncOpenAI
 
 from jevrefine import ChatClient, SelfRefineAdvisor, context_keys
 from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
-from jevrefine.jev import Judge, JudgeClient, JudgeInput, Noul, check, noul
+from jevrefine.jev import JudgeClient, Noul
+from jevrefine.judge import Judge, JudgeInput, check, noul
 from jevrefine.models.openai import OpenAIChatModel
 
 from ._harness import bar, emit, figure

@@ -53,7 +53,8 @@ import anyio.to_thread
 
 from jevrefine import ChatClient, SelfRefineAdvisor, context_keys
 from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
-from jevrefine.jev import Judge, JudgeInput, ModelJudgeClient, Noul, check, noul
+from jevrefine.jev import Noul
+from jevrefine.judge import Judge, JudgeInput, ModelJudgeClient, check, noul
 from jevrefine.messages import ChatOptions, ChatResponse, Prompt
 from jevrefine.models.base import ChatModel
 

@@ -35,8 +35,9 @@ from typing import Any
 import anyio
 
 import jevrefine as jr
-from jevrefine.jev import Judge, ModelJudgeClient, Noul
-from jevrefine.jev.criteria import noul
+from jevrefine.jev import Noul
+from jevrefine.judge import Judge, ModelJudgeClient
+from jevrefine.judge.criteria import noul
 from jevrefine.messages import AssistantMessage, Prompt, ToolCall, ToolResponseMessage
 from jevrefine.telemetry import CaptureMode
 from jevrefine.testing import FunctionModel

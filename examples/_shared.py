@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from jevrefine import ChatClient
 from jevrefine.advisors.self_refine import SelfRefineAdvisor
-from jevrefine.jev.judge import rating_judge
+from jevrefine.judge._judge import rating_judge
 
 
 @contextlib.asynccontextmanager

@@ -348,8 +348,8 @@ async def test_memory_stays_flat_over_100k_inputs_from_an_async_generator() -> N
 async def test_refine_many_through_a_real_self_refine_advisor() -> None:
     from jevrefine.advisors.self_refine import SelfRefineAdvisor, SelfRefineFailedError
     from jevrefine.jev import JudgeClient, Noul
-    from jevrefine.jev.criteria import noul
-    from jevrefine.jev.judge import Judge
+    from jevrefine.judge._judge import Judge
+    from jevrefine.judge.criteria import noul
     from jevrefine.testing import FakeJevServer
 
     def answer(prompt: jr.Prompt) -> str:

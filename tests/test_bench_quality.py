@@ -9,7 +9,7 @@ import pytest
 from benchmarks import bench_quality as bq
 from benchmarks.ifbench import convert, verify
 
-from jevrefine.jev import JudgeInput, ModelJudgeClient
+from jevrefine.judge import JudgeInput, ModelJudgeClient
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.testing import FunctionModel
 

@@ -78,7 +78,7 @@ async def test_demo_loop_prints_every_attempt_and_its_computed_verdict() -> None
     import io
 
     from jevrefine import Prompt
-    from jevrefine._demo import WORD_LIMIT, refine_demo
+    from jevrefine.cli._demo import WORD_LIMIT, refine_demo
     from jevrefine.testing import FunctionModel
 
     long_answer = " ".join(["word"] * (WORD_LIMIT + 5))

@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 from jevrefine import cli
-from jevrefine._cli_config import LOCAL_MAX_TOKENS, LOCAL_SLOT_CONTEXT, load_config
+from jevrefine.cli._config import LOCAL_MAX_TOKENS, LOCAL_SLOT_CONTEXT, load_config
 from jevrefine.exceptions import ContextOverflowError, ModelHTTPError
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
@@ -202,7 +202,7 @@ def test_the_bar_moves_as_attempts_start(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from jevrefine._cli_run import _Batch
+    from jevrefine.cli._run import _Batch
 
     args = cli.build_parser().parse_args(["run", "in.jsonl", "--provider", "openai"])
     config = load_config(None, {"model": {"provider": "openai"}})
@@ -503,7 +503,7 @@ async def test_the_getting_started_page_says_what_the_demo_does() -> None:
     import io
 
     from jevrefine import Prompt
-    from jevrefine._demo import refine_demo
+    from jevrefine.cli._demo import refine_demo
     from jevrefine.testing import FunctionModel
 
     page = (ROOT / "docs" / "guide" / "getting-started.md").read_text(encoding="utf-8")

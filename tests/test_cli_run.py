@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from jevrefine import cli
-from jevrefine._cli_config import AnswerCheck, ConfigError, load_config
-from jevrefine.jev.criteria import CheckCriterion, QuestionCriterion
-from jevrefine.jev.judge import JudgeInput
+from jevrefine.cli._config import AnswerCheck, ConfigError, load_config
+from jevrefine.judge._judge import JudgeInput
+from jevrefine.judge.criteria import CheckCriterion, QuestionCriterion
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
 SECRET = "sk-test-do-not-print-0123456789"

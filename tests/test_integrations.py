@@ -24,8 +24,8 @@ import pytest
 import jevrefine as jr
 from jevrefine.advisors.self_refine import SelfRefineAdvisor
 from jevrefine.jev import JudgeClient, Noul
-from jevrefine.jev.criteria import noul
-from jevrefine.jev.judge import Judge
+from jevrefine.judge._judge import Judge
+from jevrefine.judge.criteria import noul
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 from support import CallProbe, Telemetry

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from . import _validate
+from ._fanout import BatchResult, iter_all
 from ._request import ChatClientResponse
 from .client import ChatClient, PromptSpec
 from .context_keys import REFINE_REPORT
 from .exceptions import UserError
-from .jev.batch import BatchResult, iter_all
 from .messages import Usage
 
 __all__ = ["DEFAULT_CONCURRENCY", "RefineInput", "RefineSummary", "refine_iter", "refine_many"]

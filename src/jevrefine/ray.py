@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import anyio
 
 from . import _validate
+from ._fanout import run_all
 from .batch import RefineSummary
 from .client import ChatClient
 from .exceptions import UserError
-from .jev.batch import run_all
 from .jev.client import JudgeClient
 from .models.base import ChatModel
 

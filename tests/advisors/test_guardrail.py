@@ -455,7 +455,7 @@ async def test_results_are_also_log_events_parented_to_the_screening_span(
 
 
 async def test_any_system_one_client_screens_such_as_a_model_judge(otel: Any) -> None:
-    from jevrefine.jev import ModelJudgeClient
+    from jevrefine.judge import ModelJudgeClient
 
     def judge(prompt: Prompt) -> str:
         text = prompt.messages[-1].text  # type: ignore[union-attr]

@@ -9,8 +9,9 @@ import pytest
 
 from jevrefine import ChatClient, GuardrailAdvisor, SelfRefineAdvisor, context_keys
 from jevrefine.advisors.guardrail import DEFAULT_REFUSAL
-from jevrefine.jev import Judge, JudgeClient, Noul, RetryPolicy
-from jevrefine.jev.criteria import noul
+from jevrefine.jev import JudgeClient, Noul, RetryPolicy
+from jevrefine.judge import Judge
+from jevrefine.judge.criteria import noul
 from jevrefine.messages import Prompt
 from jevrefine.testing import FakeJevServer, FunctionModel
 

@@ -8,7 +8,8 @@ import pytest
 
 from jevrefine import ChatClient, SelfRefineAdvisor, UserError, tool
 from jevrefine.advisors import LoggingAdvisor
-from jevrefine.jev import Judge, Noul, NoulAnswer, SystemOneResponse, noul
+from jevrefine.jev import Noul, NoulAnswer, SystemOneResponse
+from jevrefine.judge import Judge, noul
 from jevrefine.messages import AssistantMessage, Prompt, ToolCall, ToolResponseMessage
 from jevrefine.testing import FunctionModel
 

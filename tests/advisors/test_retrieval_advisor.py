@@ -20,7 +20,8 @@ from jevrefine import (
     context_keys,
 )
 from jevrefine.advisors import RetrievalAdvisor
-from jevrefine.jev import Judge, JudgeClient, Noul, noul
+from jevrefine.jev import JudgeClient, Noul
+from jevrefine.judge import Judge, noul
 from jevrefine.retrieval import JevDocumentFilter
 from jevrefine.testing import FakeJevServer, FunctionModel
 

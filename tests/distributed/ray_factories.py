@@ -60,8 +60,8 @@ def judged_client(base_url: str, jev_url: str, markers: str) -> jr.ChatClient:
     """A sync factory: a model and a Jev judge, both owned (and closed) by the actor."""
     from jevrefine.advisors.self_refine import SelfRefineAdvisor
     from jevrefine.jev import Noul
-    from jevrefine.jev.criteria import noul
-    from jevrefine.jev.judge import Judge
+    from jevrefine.judge._judge import Judge
+    from jevrefine.judge.criteria import noul
 
     model = MarkedModel("fake-model", base_url=base_url, api_key=TEST_KEY)
     model.markers = markers

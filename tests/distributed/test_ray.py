@@ -118,9 +118,10 @@ async def test_a_context_manager_factory_is_exited(local_ray: Any, tmp_path: Pat
 
 async def test_owned_resources_follow_the_advisors() -> None:
     from jevrefine.advisors.self_refine import SelfRefineAdvisor
-    from jevrefine.jev import ModelJudgeClient, Noul
-    from jevrefine.jev.criteria import noul
-    from jevrefine.jev.judge import Judge
+    from jevrefine.jev import Noul
+    from jevrefine.judge import ModelJudgeClient
+    from jevrefine.judge._judge import Judge
+    from jevrefine.judge.criteria import noul
     from jevrefine.ray import _owned_resources
     from jevrefine.testing import FunctionModel
 

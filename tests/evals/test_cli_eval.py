@@ -14,7 +14,7 @@ import pytest
 from evals_support import write_cases
 
 from jevrefine import cli
-from jevrefine._cli_eval import LOCAL_MAX_TOKENS, _config
+from jevrefine.cli._eval import LOCAL_MAX_TOKENS, _config
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
 SECRET = "sk-test-do-not-print-0123456789"

@@ -12,9 +12,9 @@ from jevrefine import ChatClient
 from jevrefine.advisors.self_refine import SelfRefineAdvisor
 from jevrefine.evals import Case, evaluate, load_cases
 from jevrefine.exceptions import UserError
-from jevrefine.jev.criteria import check, noul
-from jevrefine.jev.judge import Judge, JudgeInput
 from jevrefine.jev.questions import Noul
+from jevrefine.judge._judge import Judge, JudgeInput
+from jevrefine.judge.criteria import check, noul
 from jevrefine.messages import Prompt
 from jevrefine.testing import FunctionModel
 

@@ -10,17 +10,9 @@ import pytest
 
 from jevrefine import ChatClient, Prompt, SelfRefineAdvisor, context_keys
 from jevrefine.exceptions import ModelConnectionError
-from jevrefine.jev import (
-    Judge,
-    JudgeExample,
-    JudgeInput,
-    JudgeUsageError,
-    ModelJudgeClient,
-    Noul,
-    Outcome,
-    noul,
-)
-from jevrefine.jev._explain import MAX_EXPLANATION_CHARS, bound_sentence
+from jevrefine.jev import JudgeUsageError, Noul
+from jevrefine.judge import Judge, JudgeExample, JudgeInput, ModelJudgeClient, Outcome, noul
+from jevrefine.judge._explain import MAX_EXPLANATION_CHARS, bound_sentence
 from jevrefine.testing import FunctionModel
 
 CORRECT = Noul("Is `assistant_answer` a correct answer to `user_question`?", when_false="Wrong")

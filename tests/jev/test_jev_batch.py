@@ -1,6 +1,7 @@
 import anyio
 import pytest
 
+from jevrefine._fanout import run_all
 from jevrefine.exceptions import UserError
 from jevrefine.jev import (
     BatchResult,
@@ -9,7 +10,6 @@ from jevrefine.jev import (
     Noul,
     RetryPolicy,
     SystemOneRequest,
-    run_all,
     system_one_all,
 )
 from jevrefine.testing import FakeJevServer

@@ -10,13 +10,13 @@ from jevrefine.jev import (
     JudgeResponseError,
     JudgeTimeoutError,
     JudgeUsageError,
-    ModelJudgeClient,
     Noul,
     Score,
     SystemOneClient,
     SystemOneRequest,
     system_one_all,
 )
+from jevrefine.judge import ModelJudgeClient
 from jevrefine.messages import (
     AssistantMessage,
     ChatResponse,

@@ -14,19 +14,15 @@ import pytest
 
 from jevrefine.exceptions import UserError
 from jevrefine.jev import (
-    Judge,
     JudgeClient,
     JudgeUsageError,
-    ModelJudgeClient,
     Noul,
     RetryPolicy,
     Score,
     SystemOneRequest,
-    consistency,
-    noul,
-    score,
     system_one_all,
 )
+from jevrefine.judge import Judge, ModelJudgeClient, consistency, noul, score
 from jevrefine.models.jev import JevChatModel
 from jevrefine.testing import FunctionModel
 

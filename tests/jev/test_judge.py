@@ -8,18 +8,20 @@ import pytest
 
 from jevrefine.jev import (
     Choice,
-    Finding,
-    Judge,
     JudgeClient,
-    JudgeInput,
     JudgeResponseError,
     JudgeUsageError,
     Noul,
     NoulAnswer,
-    Outcome,
     Score,
     ScoreAnswer,
     SystemOneResponse,
+)
+from jevrefine.judge import (
+    Finding,
+    Judge,
+    JudgeInput,
+    Outcome,
     Verdict,
     check,
     choice,

@@ -19,10 +19,9 @@ from jevrefine.jev import (
     Score,
     ScoreAnswer,
     SystemOneResponse,
-    consistency,
-    pairwise,
 )
-from jevrefine.jev.patterns import PAIRWISE_QUESTION_ID, SAMPLE_ID_KEY
+from jevrefine.judge import consistency, pairwise
+from jevrefine.judge.patterns import PAIRWISE_QUESTION_ID, SAMPLE_ID_KEY
 from jevrefine.testing import FakeJevServer
 
 QUESTION = "What is the capital of France?"

@@ -20,12 +20,12 @@ from jevrefine.jev import (
     Choice,
     JudgeClient,
     JudgeServerError,
-    ModelJudgeClient,
     Noul,
     RetryPolicy,
     Score,
     SystemOneResponse,
 )
+from jevrefine.judge import ModelJudgeClient
 from jevrefine.messages import AssistantMessage, Prompt, ToolDefinition
 from jevrefine.models import JevChatModel
 from jevrefine.models.jev import RESPONSE_METADATA_KEY

@@ -25,7 +25,6 @@ from jevrefine import (
     context_keys,
 )
 from jevrefine.jev import (
-    Judge,
     JudgeAuthenticationError,
     JudgeClient,
     JudgeConnectionError,
@@ -33,12 +32,10 @@ from jevrefine.jev import (
     JudgeServerError,
     JudgeTimeoutError,
     JudgeValidationError,
-    ModelJudgeClient,
     Noul,
     RetryPolicy,
-    check,
-    noul,
 )
+from jevrefine.judge import Judge, ModelJudgeClient, check, noul
 from jevrefine.testing import FakeJevServer, FunctionModel
 from support import Telemetry
 

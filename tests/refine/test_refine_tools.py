@@ -22,7 +22,8 @@ from jevrefine import (
     tool,
 )
 from jevrefine.advisors._refine_input import tool_calls_from_prompt
-from jevrefine.jev import Judge, JudgeClient, Noul, noul
+from jevrefine.jev import JudgeClient, Noul
+from jevrefine.judge import Judge, noul
 from jevrefine.testing import FakeJevServer, FunctionModel
 
 PLAUSIBLE = Noul(

@@ -20,8 +20,9 @@ from jevrefine import (
     UserMessage,
     context_keys,
 )
-from jevrefine.jev import JudgeClient, Noul, check, noul
-from jevrefine.jev.judge import Judge
+from jevrefine.jev import JudgeClient, Noul
+from jevrefine.judge import check, noul
+from jevrefine.judge._judge import Judge
 from jevrefine.testing import FakeJevServer, FunctionModel
 
 IS_CORRECT = Noul("Is `assistant_answer` correct?", when_false="The answer is wrong")

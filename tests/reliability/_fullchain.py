@@ -20,9 +20,10 @@ import anyio
 import jevrefine as jr
 from jevrefine.advisors.memory import MessageChatMemoryAdvisor
 from jevrefine.advisors.self_refine import JudgeErrorPolicy, SelfRefineAdvisor
-from jevrefine.jev import Judge, JudgeClient, Noul, RetryPolicy
+from jevrefine.jev import JudgeClient, Noul, RetryPolicy
 from jevrefine.jev._transport import KeepAliveTransport
-from jevrefine.jev.criteria import noul
+from jevrefine.judge import Judge
+from jevrefine.judge.criteria import noul
 from jevrefine.memory import SqliteChatMemory
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import jevrefine as jr
 from jevrefine import cli
-from jevrefine._cli_io import BadLine, Record, parse_line
+from jevrefine.cli._io import BadLine, Record, parse_line
 from jevrefine.exceptions import StructuredOutputError
 from jevrefine.jev import JudgeResponseError
 from jevrefine.jev.responses import UnknownAnswerWarning, parse_system_one

@@ -27,18 +27,13 @@ import jevrefine as jr
 from jevrefine.advisors.self_refine import JudgeErrorPolicy, SelfRefineAdvisor
 from jevrefine.jev import (
     Choice,
-    Judge,
     JudgeClient,
     JudgeError,
     JudgeResponseError,
-    ModelJudgeClient,
     Noul,
     RetryPolicy,
     Score,
     SystemOneResponse,
-    choice,
-    noul,
-    score,
 )
 from jevrefine.jev.errors import api_error, message_of
 from jevrefine.jev.responses import (
@@ -49,6 +44,7 @@ from jevrefine.jev.responses import (
     parse_system_one,
 )
 from jevrefine.jev.retry import parse_retry_after
+from jevrefine.judge import Judge, ModelJudgeClient, choice, noul, score
 from jevrefine.messages import AssistantMessage, ChatResponse, Generation, Prompt, TokenLogprob
 from jevrefine.testing import FunctionModel
 
@@ -189,7 +185,7 @@ async def test_any_system_one_client_is_held_to_the_same_bar() -> None:
             return SystemOneResponse("m", {"h": ScoreAnswer(99.0, {}, {2: 1.0})})
 
     judge = Judge(Lenient(), [score("h", HELP, minimum=1)])  # type: ignore[arg-type]
-    from jevrefine.jev import JudgeInput
+    from jevrefine.judge import JudgeInput
 
     with pytest.raises(JudgeResponseError, match=r"answers\.h\.score"):
         await judge.evaluate(JudgeInput("q", "a"))
@@ -197,7 +193,7 @@ async def test_any_system_one_client_is_held_to_the_same_bar() -> None:
 
 def test_error_findings_count_as_failures_by_default() -> None:
     """Promise: `fail_on_error` is on unless the caller turns it off: ERROR is never a pass."""
-    from jevrefine.jev import Outcome
+    from jevrefine.judge import Outcome
 
     class Any1:
         async def system_one(self, *a: Any, **k: Any) -> SystemOneResponse:  # pragma: no cover

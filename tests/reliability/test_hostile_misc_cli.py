@@ -165,7 +165,7 @@ async def test_exit_codes_tell_failed_items_from_a_stopped_run(
         capsys.readouterr()
 
         # A bug outside any item stops the run: 3, with the traceback kept for the report.
-        from jevrefine import _cli_run
+        from jevrefine.cli import _run as _cli_run
 
         def broken(result: Any) -> Any:
             raise RuntimeError("a bug in the summary")

@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jevrefine._cli_config import CliConfig, ConfigError, load_config
-from jevrefine._cli_io import BadLine, Record, json_line, parse_line
 from jevrefine._headers import parse_retry_after
+from jevrefine.cli._config import CliConfig, ConfigError, load_config
+from jevrefine.cli._io import BadLine, Record, json_line, parse_line
 
 EXAMPLES = int(os.environ.get("JEVREFINE_FUZZ_EXAMPLES", "100"))
 # A long run gets time in proportion; the short one keeps the suite's 120 s per test.

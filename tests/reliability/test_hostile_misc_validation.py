@@ -26,7 +26,8 @@ from jevrefine import (
 from jevrefine._validate import shown
 from jevrefine.advisors.memory import MessageChatMemoryAdvisor
 from jevrefine.advisors.retrieval import RetrievalAdvisor
-from jevrefine.jev import Judge, JudgeClient, Noul, noul
+from jevrefine.jev import JudgeClient, Noul
+from jevrefine.judge import Judge, noul
 from jevrefine.local import LocalModelServer
 from jevrefine.memory import InMemoryChatMemory, SqliteChatMemory
 from jevrefine.retrieval import SqliteFtsRetriever

@@ -17,8 +17,9 @@ import pytest
 
 import jevrefine as jr
 from jevrefine.advisors.self_refine import JudgeErrorPolicy, SelfRefineAdvisor
-from jevrefine.jev import Judge, JudgeClient, Noul, RetryPolicy
-from jevrefine.jev.criteria import noul
+from jevrefine.jev import JudgeClient, Noul, RetryPolicy
+from jevrefine.judge import Judge
+from jevrefine.judge.criteria import noul
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.openai import OpenAIChatModel

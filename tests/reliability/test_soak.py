@@ -61,7 +61,6 @@ from jevrefine.exceptions import (
     ModelTimeoutError,
 )
 from jevrefine.jev import (
-    Judge,
     JudgeClient,
     JudgeConnectionError,
     JudgeError,
@@ -71,7 +70,8 @@ from jevrefine.jev import (
     JudgeTimeoutError,
     Noul,
 )
-from jevrefine.jev.criteria import noul
+from jevrefine.judge import Judge
+from jevrefine.judge.criteria import noul
 from jevrefine.models.openai import OpenAIChatModel
 
 HERE = Path(__file__).parent

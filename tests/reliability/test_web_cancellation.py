@@ -27,8 +27,9 @@ from _fullchain import judge_pool_in_use, model_pool_busy
 
 import jevrefine as jr
 from jevrefine.advisors.self_refine import SelfRefineAdvisor
-from jevrefine.jev import Judge, JudgeClient, Noul, RetryPolicy
-from jevrefine.jev.criteria import noul
+from jevrefine.jev import JudgeClient, Noul, RetryPolicy
+from jevrefine.judge import Judge
+from jevrefine.judge.criteria import noul
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 from support import CallProbe

@@ -17,15 +17,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import jevrefine as jr
 from jevrefine import telemetry
-from jevrefine.jev import (
-    Judge,
-    JudgeAuthenticationError,
-    JudgeClient,
-    ModelJudgeClient,
-    Noul,
-    RetryPolicy,
-)
-from jevrefine.jev.criteria import noul
+from jevrefine.jev import JudgeAuthenticationError, JudgeClient, Noul, RetryPolicy
+from jevrefine.judge import Judge, ModelJudgeClient
+from jevrefine.judge.criteria import noul
 from jevrefine.messages import (
     AssistantMessage,
     ChatResponse,

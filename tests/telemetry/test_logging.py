@@ -7,8 +7,9 @@ import logging
 import pytest
 
 import jevrefine as jr
-from jevrefine.jev import Judge, JudgeClient, Noul, RetryPolicy
-from jevrefine.jev.criteria import noul
+from jevrefine.jev import JudgeClient, Noul, RetryPolicy
+from jevrefine.judge import Judge
+from jevrefine.judge.criteria import noul
 from jevrefine.testing import FakeJevServer, FunctionModel
 
 SECRET = "sk-logging-SECRET-42"

@@ -9,9 +9,11 @@ import pytest
 
 import jevrefine as jr
 from jevrefine import cli, telemetry
-from jevrefine._trace_tree import format_span_tree
-from jevrefine.jev import Judge, ModelJudgeClient, Noul
-from jevrefine.jev.criteria import noul
+from jevrefine.cli import _main as cli_main
+from jevrefine.cli._trace_tree import format_span_tree
+from jevrefine.jev import Noul
+from jevrefine.judge import Judge, ModelJudgeClient
+from jevrefine.judge.criteria import noul
 from jevrefine.messages import Prompt
 from jevrefine.models.base import ChatModel
 from jevrefine.testing import FunctionModel
@@ -35,7 +37,7 @@ async def test_demo_trace_prints_one_tree_per_call(
     async def fake_open(provider: str, model: str | None) -> AsyncIterator[tuple[ChatModel, str]]:
         yield FunctionModel(demo_model), "a function model"
 
-    monkeypatch.setattr(cli, "open_model", fake_open)
+    monkeypatch.setattr(cli_main, "open_model", fake_open)
     before = telemetry.defaults()
     await cli.run_demo("Why?", "local", None, True)
     assert telemetry.defaults() is before  # the demo puts the defaults back

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
 
-    from ..jev.verdict import Verdict
+    from ..judge.verdict import Verdict
     from ..telemetry import Telemetry
 
 __all__ = [

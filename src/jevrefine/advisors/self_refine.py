@@ -31,7 +31,7 @@ from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import JevrefineError, ModelError, UserError
 from ..jev.errors import JudgeError
-from ..jev.judge import Judge, JudgeInput
+from ..judge._judge import Judge, JudgeInput
 from ..messages import Usage
 from ..tools import record_tool_calls
 from ._refine_input import (
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.trace import Span
 
-    from ..jev.verdict import Verdict
+    from ..judge.verdict import Verdict
     from ..telemetry import Telemetry
     from .chain import CallAdvisorChain
 

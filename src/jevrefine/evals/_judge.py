@@ -13,10 +13,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
-from ..jev.criteria import Criterion, check, noul
-from ..jev.judge import Judge, JudgeInput, JudgePlan
 from ..jev.questions import Noul
-from ..jev.verdict import Outcome
+from ..judge._judge import Judge, JudgeInput, JudgePlan
+from ..judge.criteria import Criterion, check, noul
+from ..judge.verdict import Outcome
 from ._asserts import AssertionResult, Memo, check_one, rubric_question
 from ._cases import Assertion, Case
 

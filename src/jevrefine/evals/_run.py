@@ -13,7 +13,7 @@ from .. import context_keys
 from ..advisors.self_refine import Attempt, RefineReport, SelfRefineAdvisor, SelfRefineFailedError
 from ..client import ChatClient
 from ..exceptions import UserError
-from ..jev.judge import Judge
+from ..judge._judge import Judge
 from ..messages import AssistantMessage, Message, SystemMessage, UserMessage
 from ._asserts import Memo, case_passes, score_answer
 from ._cases import Case

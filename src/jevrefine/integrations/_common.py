@@ -9,10 +9,10 @@ import pydantic
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
+from .._fanout import BatchResult
 from ..batch import RefineSummary
 from ..client import ChatClient
 from ..exceptions import JevrefineError
-from ..jev.batch import BatchResult
 
 __all__ = [
     "ClientDisconnectedError",

@@ -6,8 +6,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._fanout import BatchResult
 from ..exceptions import JevrefineError, UserError
-from ..jev.batch import BatchResult, SystemOneRequest, system_one_all
+from ..jev.batch import SystemOneRequest, system_one_all
 
 if TYPE_CHECKING:
     from ..jev.protocol import SystemOneClient

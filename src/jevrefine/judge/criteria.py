@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from .. import _validate as check_arg
-from .errors import JudgeUsageError
-from .questions import Choice, Content, Noul, Question, Score
-from .responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
+from ..jev.errors import JudgeUsageError
+from ..jev.questions import Choice, Content, Noul, Question, Score
+from ..jev.responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
 from .verdict import Finding, Outcome
 
 if TYPE_CHECKING:
-    from .judge import JudgeInput
+    from ._input import JudgeInput
 
 __all__ = [
     "CheckCriterion",

@@ -25,15 +25,16 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import anyio
 
 from .. import _validate as check
+from .._fanout import BatchResult
 from ..exceptions import UserError
-from .batch import BatchResult, SystemOneRequest, system_one_all
-from .questions import Choice, Question
-from .responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
+from ..jev.batch import SystemOneRequest, system_one_all
+from ..jev.questions import Choice, Question
+from ..jev.responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
 
 if TYPE_CHECKING:
-    from .protocol import SystemOneClient
-    from .questions import State
-    from .responses import SystemOneResponse
+    from ..jev.protocol import SystemOneClient
+    from ..jev.questions import State
+    from ..jev.responses import SystemOneResponse
 
 __all__ = [
     "DEFAULT_PAIRWISE_CRITERIA",

@@ -26,6 +26,17 @@ import anyio
 from opentelemetry import trace
 
 from .. import _validate as check
+from ..jev.errors import JudgeResponseError, JudgeTimeoutError, JudgeUsageError
+from ..jev.questions import Content, Question, State, check_system_one_args, questions_to_wire
+from ..jev.responses import (
+    Answer,
+    ChoiceAnswer,
+    NoulAnswer,
+    ScoreAnswer,
+    SystemOneResponse,
+    check_answers,
+    distribution_confidence,
+)
 from ..messages import (
     ChatOptions,
     ChatResponse,
@@ -39,17 +50,6 @@ from ..messages import (
 from ..models.base import ChatModel
 from ..telemetry import ModelCallRecorder, Telemetry
 from ._explain import JudgeExample, explain_prompt, explanation_of, render_examples
-from .errors import JudgeResponseError, JudgeTimeoutError, JudgeUsageError
-from .questions import Content, Question, State, check_system_one_args, questions_to_wire
-from .responses import (
-    Answer,
-    ChoiceAnswer,
-    NoulAnswer,
-    ScoreAnswer,
-    SystemOneResponse,
-    check_answers,
-    distribution_confidence,
-)
 
 if TYPE_CHECKING:
     from opentelemetry._logs import LoggerProvider

@@ -1,8 +1,8 @@
-"""The `jevrefine` command (also `python -m jevrefine`).
+"""The argument parser and the `demo` and `check-config` commands; `main` dispatches.
 
 `jevrefine run` refines the prompts of a JSONL file, `jevrefine judge` judges question/answer
-pairs and `jevrefine check-config` validates the settings (exit codes: `jevrefine._cli_run`).
-`jevrefine eval` scores a refine setup on a case file (`jevrefine._cli_eval`).
+pairs and `jevrefine check-config` validates the settings (exit codes: `jevrefine.cli._run`).
+`jevrefine eval` scores a refine setup on a case file (`jevrefine.cli._eval`).
 
 `jevrefine demo` sends a prompt through a `ChatClient` with a `SelfRefineAdvisor` and shows the
 refine loop (every attempt, its verdict, the final answer), then asks for a typed answer with
@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, Literal, TextIO
 import anyio
 import pydantic
 
-from ._cli_eval import add_eval_command, eval_command
-from ._cli_run import add_commands as add_batch_commands
-from ._cli_run import run_command as run_batch_command
-from ._version import __version__
-from .client import ChatClient
-from .exceptions import JevrefineError
+from .._version import __version__
+from ..client import ChatClient
+from ..exceptions import JevrefineError
+from ._eval import add_eval_command, eval_command
+from ._run import add_commands as add_batch_commands
+from ._run import run_command as run_batch_command
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-    from .models.base import ChatModel
+    from ..models.base import ChatModel
 
 __all__ = ["main"]
 
@@ -68,18 +68,18 @@ def choose_provider(requested: str) -> Provider:
 async def open_model(provider: Provider, model: str | None) -> AsyncIterator[tuple[ChatModel, str]]:
     """Open the demo's model; yields it with a one-line description of where it runs."""
     if provider == "openai":
-        from .models.openai import OpenAIChatModel
+        from ..models.openai import OpenAIChatModel
 
         async with OpenAIChatModel(model or "gpt-4o-mini") as chat_model:
             yield chat_model, f"OpenAI {chat_model.model_name}"
         return
     if provider == "anthropic":
-        from .models.anthropic import AnthropicChatModel
+        from ..models.anthropic import AnthropicChatModel
 
         async with AnthropicChatModel(model or "claude-haiku-4-5") as chat_model:
             yield chat_model, f"Anthropic {chat_model.model_name}"
         return
-    from .local import LocalModelServer
+    from ..local import LocalModelServer
 
     async with LocalModelServer(model) as server, server.openai_model() as chat_model:
         yield (
@@ -99,7 +99,7 @@ async def run_demo(
     if not trace_run:
         await _demo_steps(out, prompt, provider, model)
         return
-    from . import telemetry
+    from .. import telemetry
     from ._trace_tree import collect_spans, format_span_tree
 
     tracer_provider, exporter = collect_spans()

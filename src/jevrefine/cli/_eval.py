@@ -22,17 +22,17 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
-from ._cli_config import CliConfig, ConfigError, JudgeSection, open_models, resolve_provider
-from ._cli_io import open_output
-from ._cli_run import _Bar, _console, _model_flags, config_of
-from .exceptions import JevrefineError, UserError
-from .messages import ChatOptions
+from ..exceptions import JevrefineError, UserError
+from ..messages import ChatOptions
+from ._config import CliConfig, ConfigError, JudgeSection, open_models, resolve_provider
+from ._io import open_output
+from ._run import _Bar, _console, _model_flags, config_of
 
 if TYPE_CHECKING:
-    from .client import ChatClient
-    from .evals import Case, EvalReport, JudgeMode
-    from .jev.judge import Judge
-    from .jev.protocol import SystemOneClient
+    from ..client import ChatClient
+    from ..evals import Case, EvalReport, JudgeMode
+    from ..jev.protocol import SystemOneClient
+    from ..judge._judge import Judge
 
 __all__ = ["LOCAL_CONCURRENCY", "LOCAL_MAX_TOKENS", "add_eval_command", "eval_command"]
 
@@ -87,7 +87,7 @@ def eval_command(args: argparse.Namespace) -> int:
     """Run `jevrefine eval`; returns the exit status."""
     try:
         config = _config(args)
-        from .evals import load_cases
+        from ..evals import load_cases
 
         if args.html_path and importlib.util.find_spec("jevrefine.evals._html") is None:
             raise ConfigError("--report: this jevrefine build has no HTML report renderer")
@@ -209,7 +209,7 @@ class _Eval:
             self.progress.add(row)
             bar.advance(self.progress.fields())
 
-        from .evals import EvalReport
+        from ..evals import EvalReport
 
         report = EvalReport(results=(), judge=_MODES[args.eval_judge])
         where = "no model (every case was already done)"
@@ -231,7 +231,7 @@ class _Eval:
         return EXIT_FAILURES if full.errors else EXIT_OK
 
     async def _open(self, stack: AsyncExitStack) -> tuple[ChatClient, SystemOneClient | None, str]:
-        from .client import ChatClient
+        from ..client import ChatClient
 
         models = await stack.enter_async_context(open_models(self.config))
         section = self.config.model
@@ -247,7 +247,7 @@ class _Eval:
         return client, grader, models.description
 
     def _advisor(self, judge: Judge) -> Any:
-        from .advisors.self_refine import SelfRefineAdvisor
+        from ..advisors.self_refine import SelfRefineAdvisor
 
         refine = self.config.refine
         return SelfRefineAdvisor(
@@ -260,10 +260,10 @@ class _Eval:
     async def _grader(self, stack: AsyncExitStack, model: Any) -> SystemOneClient:
         # Jev when its key is set, else the configured model judges (LLM-as-a-judge).
         if os.environ.get("TYPESAFE_API_KEY"):
-            from .jev import JudgeClient
+            from ..jev import JudgeClient
 
             return await stack.enter_async_context(JudgeClient())
-        from .jev import ModelJudgeClient
+        from ..judge import ModelJudgeClient
 
         return ModelJudgeClient(model)
 
@@ -274,7 +274,7 @@ class _Eval:
         grader: SystemOneClient | None,
         on_result: Any,
     ) -> EvalReport:
-        from .evals import evaluate
+        from ..evals import evaluate
 
         return await evaluate(
             todo,

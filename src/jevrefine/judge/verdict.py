@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
-    from .responses import SystemOneResponse
+    from ..jev.responses import SystemOneResponse
 
 __all__ = ["FeedbackRenderer", "Finding", "Outcome", "Verdict", "render_feedback"]
 

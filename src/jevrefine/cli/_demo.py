@@ -13,16 +13,17 @@ import os
 import time
 from typing import TYPE_CHECKING, Final, TextIO
 
-from . import context_keys
-from .advisors.self_refine import RefineReport, SelfRefineAdvisor, SelfRefineFailedError
-from .client import ChatClient
-from .jev import Judge, JudgeClient, JudgeInput, ModelJudgeClient, Noul, check, noul
+from .. import context_keys
+from ..advisors.self_refine import RefineReport, SelfRefineAdvisor, SelfRefineFailedError
+from ..client import ChatClient
+from ..jev import JudgeClient, Noul
+from ..judge import Judge, JudgeInput, ModelJudgeClient, check, noul
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from .jev import SystemOneClient
-    from .models.base import ChatModel
+    from ..jev import SystemOneClient
+    from ..models.base import ChatModel
 
 __all__ = ["WORD_LIMIT", "demo_judge", "open_judge_client", "refine_demo"]
 

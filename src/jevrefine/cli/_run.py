@@ -35,8 +35,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
-from ._cli_config import CliConfig, ConfigError, load_config, missing_key, open_models
-from ._cli_io import (
+from .._fanout import BatchResult, iter_all
+from ..advisors.chain import LOWEST_PRECEDENCE, BaseAdvisor
+from ..batch import RefineSummary, refine_iter
+from ..client import ChatClient
+from ..exceptions import JevrefineError, UserError
+from ..messages import ChatOptions
+from ._config import CliConfig, ConfigError, load_config, missing_key, open_models
+from ._io import (
     BadLine,
     Record,
     compact_output,
@@ -47,19 +53,13 @@ from ._cli_io import (
     read_records,
     retried_ids,
 )
-from .advisors.chain import LOWEST_PRECEDENCE, BaseAdvisor
-from .batch import RefineSummary, refine_iter
-from .client import ChatClient
-from .exceptions import JevrefineError, UserError
-from .jev.batch import BatchResult, iter_all
-from .messages import ChatOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-    from .client import ChatClientRequest, PromptSpec
-    from .jev.judge import Judge
+    from ..client import ChatClientRequest, PromptSpec
+    from ..judge._judge import Judge
 
 __all__ = ["add_commands", "run_command"]
 
@@ -344,7 +344,7 @@ class _Batch:
         section, refine = self.config.model, self.config.refine
         advisors: list[Any] = [_AnswerCounter(self._answer_asked)]
         if judge is not None:
-            from .advisors.self_refine import SelfRefineAdvisor
+            from ..advisors.self_refine import SelfRefineAdvisor
 
             advisors.append(
                 SelfRefineAdvisor(
@@ -401,7 +401,7 @@ class _Batch:
     async def _judge_all(
         self, judge: Judge, records: AsyncGenerator[Record, None], out: IO[str]
     ) -> None:
-        from .jev.judge import JudgeInput
+        from ..judge._judge import JudgeInput
 
         async def evaluate(record: Record) -> tuple[Record, Any]:
             fields = record.fields
@@ -462,7 +462,7 @@ class _Batch:
         self.bar(None).advance(stats.fields())
 
     def _write_report(self, path: str, where: str) -> None:
-        from .evals._html import render_run_html
+        from ..evals._html import render_run_html
 
         rows = self.report_rows if self.report_rows is not None else _rows_of(self.args.output)
         stats = self.stats

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 
 from ..exceptions import JevrefineError
+from ..jev.errors import JudgeUsageError
 from ..messages import ChatOptions, ChatResponse, Prompt, SystemMessage, Usage, UserMessage
-from .errors import JudgeUsageError
 from .verdict import Finding, Outcome
 
 if TYPE_CHECKING:
-    from .questions import Question, State
-    from .responses import SystemOneResponse
+    from ..jev.questions import Question, State
+    from ..jev.responses import SystemOneResponse
 
 __all__ = [
     "EXPLAIN_SYSTEM_PROMPT",

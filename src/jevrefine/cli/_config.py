@@ -73,13 +73,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import pydantic
 
-from .exceptions import UserError
-from .jev.errors import JudgeUsageError
+from ..exceptions import UserError
+from ..jev.errors import JudgeUsageError
 
 if TYPE_CHECKING:
-    from .jev.criteria import Criterion
-    from .jev.judge import Judge, JudgeInput
-    from .models.base import ChatModel
+    from ..judge._judge import Judge, JudgeInput
+    from ..judge.criteria import Criterion
+    from ..models.base import ChatModel
 
 __all__ = [
     "LOCAL_CONCURRENCY",
@@ -316,7 +316,7 @@ class JudgeSection(_Section):
         Raises:
             ConfigError: a criterion the Judge refuses; `key` names the setting.
         """
-        from .jev.criteria import check_criteria
+        from ..judge.criteria import check_criteria
 
         built = [_build_criterion(i, c) for i, c in enumerate(self.criteria)]
         if self.kind not in ("jev", "model"):
@@ -355,8 +355,8 @@ def _config_error(path: str, problem: str) -> ConfigError:
 
 
 def _build_criterion(index: int, section: Any) -> Criterion:
-    from .jev import Choice, Noul, Score
-    from .jev.criteria import choice, noul, score
+    from ..jev import Choice, Noul, Score
+    from ..judge.criteria import choice, noul, score
 
     at = f"judge.criteria[{index}]"
     if isinstance(section, CheckCriterionSection):
@@ -387,7 +387,7 @@ def _build_criterion(index: int, section: Any) -> Criterion:
 
 
 def _build_check(at: str, section: CheckCriterionSection) -> Criterion:
-    from .jev.criteria import check
+    from ..judge.criteria import check
 
     tests = (
         section.max_length,
@@ -717,12 +717,13 @@ async def open_models(config: CliConfig, *, local_slots: int = 1) -> AsyncIterat
                 stack, spec.provider or section.provider, spec.name, spec.base_url, local_slots
             )
         if spec.kind == "rating":
-            from .jev.judge import rating_judge
+            from ..judge._judge import rating_judge
 
             judge = rating_judge(judge_model, success_rating=spec.success_rating)
         elif spec.kind in ("jev", "model"):
-            from .jev import JudgeClient, ModelJudgeClient, SystemOneClient
-            from .jev.judge import Judge
+            from ..jev import JudgeClient, SystemOneClient
+            from ..judge import ModelJudgeClient
+            from ..judge._judge import Judge
 
             answers: SystemOneClient
             if spec.kind == "jev":
@@ -751,18 +752,18 @@ async def _open_model(
 ) -> ChatModel:
     chosen = resolve_provider(provider)
     if chosen == "openai":
-        from .models.openai import OpenAIChatModel
+        from ..models.openai import OpenAIChatModel
 
         return await stack.enter_async_context(
             OpenAIChatModel(name or "gpt-4o-mini", base_url=base_url)
         )
     if chosen == "anthropic":
-        from .models.anthropic import AnthropicChatModel
+        from ..models.anthropic import AnthropicChatModel
 
         return await stack.enter_async_context(
             AnthropicChatModel(name or "claude-haiku-4-5", base_url=base_url)
         )
-    from .local import LocalModelServer
+    from ..local import LocalModelServer
 
     slots = max(1, min(local_slots, LOCAL_MAX_SLOTS))
     server = await stack.enter_async_context(

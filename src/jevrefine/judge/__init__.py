@@ -1,0 +1,66 @@
+"""Everything that judges an answer: criteria, the `Judge`, its `Verdict`, and judge clients.
+
+```python
+from jevrefine.jev import JudgeClient, Noul
+from jevrefine.judge import Judge, JudgeInput, check, noul
+
+judge = Judge(JudgeClient(), criteria=[
+    check("short", lambda i: len(i.assistant_answer.split()) <= 50, defect="Longer than 50 words"),
+    noul("is_grounded", Noul("Is every value supported by `tool_calls`?"), minimum=0.7),
+])
+verdict = await judge.evaluate(JudgeInput("user: Weather in Paris?", "It is 15 °C."))
+```
+
+A `Judge` turns criteria (`noul`, `score`, `choice` questions with thresholds, and `check` code
+checks) into a `Verdict` on one answer, asking any `jevrefine.jev.SystemOneClient`: the Jev
+service (`JudgeClient`) or a chat model (`ModelJudgeClient`). `rating_judge` is seed 003's
+helpfulness judge; `pairwise` and `consistency` compare answers and judges.
+"""
+
+from __future__ import annotations
+
+from ._explain import JudgeExample as JudgeExample
+from ._input import JudgeInput as JudgeInput
+from ._judge import Judge as Judge
+from ._judge import JudgePlan as JudgePlan
+from ._judge import rating_judge as rating_judge
+from .criteria import CheckCriterion as CheckCriterion
+from .criteria import Criterion as Criterion
+from .criteria import QuestionCriterion as QuestionCriterion
+from .criteria import check as check
+from .criteria import choice as choice
+from .criteria import noul as noul
+from .criteria import score as score
+from .model_judge import ModelJudgeClient as ModelJudgeClient
+from .patterns import ConsistencyReport as ConsistencyReport
+from .patterns import PairwiseResult as PairwiseResult
+from .patterns import QuestionStats as QuestionStats
+from .patterns import consistency as consistency
+from .patterns import pairwise as pairwise
+from .verdict import Finding as Finding
+from .verdict import Outcome as Outcome
+from .verdict import Verdict as Verdict
+
+__all__ = [
+    "CheckCriterion",
+    "ConsistencyReport",
+    "Criterion",
+    "Finding",
+    "Judge",
+    "JudgeExample",
+    "JudgeInput",
+    "JudgePlan",
+    "ModelJudgeClient",
+    "Outcome",
+    "PairwiseResult",
+    "QuestionCriterion",
+    "QuestionStats",
+    "Verdict",
+    "check",
+    "choice",
+    "consistency",
+    "noul",
+    "pairwise",
+    "rating_judge",
+    "score",
+]
