@@ -149,7 +149,8 @@ def test_an_empty_script_is_refused(function_model):
 
 
 ANSWERS = """
-from jevrefine.jev import Choice, JudgeClient, Noul, check, choice, noul
+from jevrefine.jev import Choice, JudgeClient, Noul
+from jevrefine.judge import check, choice, noul
 from jevrefine.pytest import assert_answer
 
 
@@ -197,7 +198,7 @@ def test_assert_answer_failure_lists_every_criterion_with_detail_and_probability
     result = run(
         ANSWERS
         + """
-from jevrefine.jev import Judge
+from jevrefine.judge import Judge
 
 
 async def test_fails(fake_jev):
@@ -236,7 +237,7 @@ def test_assert_answer_with_a_model_judge_client(run) -> None:
         """
 import json
 import pytest
-from jevrefine.jev import ModelJudgeClient
+from jevrefine.judge import ModelJudgeClient
 from jevrefine.pytest import assert_answer
 
 
@@ -256,7 +257,7 @@ def test_assert_answer_refuses_what_does_not_fit(run) -> None:
         + """
 import pytest
 from jevrefine.exceptions import UserError
-from jevrefine.jev import Judge, JudgeInput
+from jevrefine.judge import Judge, JudgeInput
 
 
 async def test_refusals(fake_jev):

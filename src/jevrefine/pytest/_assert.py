@@ -9,12 +9,12 @@ from typing import Any, Final
 from .. import _validate as check
 from .._request import ChatClientResponse
 from ..exceptions import UserError
-from ..jev.criteria import CheckCriterion, Criterion, QuestionCriterion, noul
-from ..jev.judge import Judge, JudgeInput
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Noul
 from ..jev.responses import ChoiceAnswer, NoulAnswer, ScoreAnswer
-from ..jev.verdict import Finding, Outcome, Verdict
+from ..judge import Judge, JudgeInput
+from ..judge.criteria import CheckCriterion, Criterion, QuestionCriterion, noul
+from ..judge.verdict import Finding, Outcome, Verdict
 from ..messages import ChatResponse
 
 __all__ = ["DEFAULT_MINIMUM", "assert_answer", "criterion_name", "failure_message"]
