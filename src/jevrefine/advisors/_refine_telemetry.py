@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ATTEMPT_SPAN_NAME",
+    "EVALUATION_ESCALATED",
     "EVALUATION_EVENT",
     "LOOP_SPAN_NAME",
     "end_loop",
@@ -50,6 +51,9 @@ REFINE_MAX_REPEAT_ATTEMPTS: Final = "jevrefine.refine.max_repeat_attempts"
 REFINE_OUTCOME: Final = "jevrefine.refine.outcome"
 REFINE_ATTEMPT: Final = "jevrefine.refine.attempt"
 REFINE_PASSED: Final = "jevrefine.refine.passed"
+EVALUATION_ESCALATED: Final = "jevrefine.evaluation.escalated"
+"""On a criterion's evaluation event: true when the judge's stronger client decided it, false
+when that escalation failed (the first client's finding stands); absent otherwise."""
 EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
@@ -121,6 +125,8 @@ def record_verdict(
             attributes[EVALUATION_SCORE_VALUE] = float(finding.score)
         if finding.detail:
             attributes[EVALUATION_EXPLANATION] = finding.detail
+        if finding.escalated or finding.escalation_failed:
+            attributes[EVALUATION_ESCALATED] = finding.escalated
         if response_id:
             attributes[GEN_AI_RESPONSE_ID] = response_id
         emit_event(telemetry.events, span, EVALUATION_EVENT, attributes)

@@ -317,6 +317,8 @@ class _Eval:
             f"grader {data['grader_tokens']:,}; latency p50 {data['latency_s']['p50']:.2f} s, "
             f"p95 {data['latency_s']['p95']:.2f} s",
         ]
+        if data["escalated"]:
+            lines.append(f"  escalated: {data['escalated']:,} criteria to the stronger judge")
         # stderr when the JSON or the rows go to stdout, so that stays parseable.
         to_stdout = "-" in (self.args.json_path, self.args.out)
         stream: IO[str] = sys.stderr if to_stdout else sys.stdout

@@ -81,6 +81,7 @@ class EvalReport:
             "latency_s": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
             "judge_agreement": None if self.judge == "none" else _agreement(ok),
             "per_assertion": _per_assertion(ok),
+            "escalated": sum(len(a.get("escalated") or ()) for row in ok for a in row["attempts"]),
             "results": [dict(row) for row in self.results],
         }
 

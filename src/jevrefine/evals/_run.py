@@ -252,6 +252,8 @@ async def _score(
                 "feedback": verdict.feedback
                 if verdict is not None and not verdict.passed
                 else None,
+                # Criteria the loop judge's stronger client decided (Judge(escalate_to=...)).
+                "escalated": [] if verdict is None else [f.criterion for f in verdict.escalated()],
             }
         )
     chosen = report.chosen

@@ -15,15 +15,25 @@ A `Judge` turns criteria (`noul`, `score`, `choice` questions with thresholds, a
 checks) into a `Verdict` on one answer, asking any `jevrefine.jev.SystemOneClient`: the Jev
 service (`JudgeClient`) or a chat model (`ModelJudgeClient`). `rating_judge` is seed 003's
 helpfulness judge; `pairwise` and `consistency` compare answers and judges.
+
+Patterns on top (after the seed library's): `Judge(..., escalate_to=stronger_client)` re-asks
+the criteria the first client was unsure about; `ConfidenceGate` decides to execute, confirm or
+escalate from an answer's confidence; `CompositeScore` ranks by weighted scores; `Evaluator`
+puts a judge behind a pass/score/feedback interface; `ToolIndex` offers the model only the
+tools Jev finds applicable.
 """
 
 from __future__ import annotations
 
+from ._escalation import DEFAULT_ESCALATE_BELOW as DEFAULT_ESCALATE_BELOW
 from ._explain import JudgeExample as JudgeExample
 from ._input import JudgeInput as JudgeInput
 from ._judge import Judge as Judge
 from ._judge import JudgePlan as JudgePlan
 from ._judge import rating_judge as rating_judge
+from .composite_score import CompositeScore as CompositeScore
+from .confidence_gate import ConfidenceGate as ConfidenceGate
+from .confidence_gate import GateDecision as GateDecision
 from .criteria import CheckCriterion as CheckCriterion
 from .criteria import Criterion as Criterion
 from .criteria import QuestionCriterion as QuestionCriterion
@@ -31,6 +41,8 @@ from .criteria import check as check
 from .criteria import choice as choice
 from .criteria import noul as noul
 from .criteria import score as score
+from .evaluator import EvaluationResult as EvaluationResult
+from .evaluator import Evaluator as Evaluator
 from .model_judge import ModelJudgeClient as ModelJudgeClient
 from .patterns import ConsistencyReport as ConsistencyReport
 from .patterns import PairwiseResult as PairwiseResult
@@ -42,10 +54,16 @@ from .verdict import Outcome as Outcome
 from .verdict import Verdict as Verdict
 
 __all__ = [
+    "DEFAULT_ESCALATE_BELOW",
     "CheckCriterion",
+    "CompositeScore",
+    "ConfidenceGate",
     "ConsistencyReport",
     "Criterion",
+    "EvaluationResult",
+    "Evaluator",
     "Finding",
+    "GateDecision",
     "Judge",
     "JudgeExample",
     "JudgeInput",

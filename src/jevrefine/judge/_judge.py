@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -28,6 +28,7 @@ from ..jev.errors import JudgeUsageError
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Score
 from ..jev.responses import check_answers
+from ._escalation import DEFAULT_ESCALATE_BELOW, escalate, needs_escalation
 from ._explain import FailureExplainer, explain_failed
 from ._input import JudgeInput
 from .criteria import (
@@ -42,6 +43,7 @@ from .criteria import (
 from .verdict import FeedbackRenderer, Finding, Outcome, Verdict, render_feedback
 
 if TYPE_CHECKING:
+    from ..jev.responses import SystemOneResponse
     from ..models.base import ChatModel
 
 __all__ = [
@@ -92,6 +94,18 @@ class Judge:
         feedback_renderer: Turns a failed verdict into the model's feedback (default: one
             `- <detail>` line per failure, then the inconclusive ones).
         model: The judge model to ask (default: the client's).
+        escalate_to: A stronger `SystemOneClient` for the criteria `client` was unsure about:
+            after the first call, the question criteria that came out INCONCLUSIVE or ERROR,
+            or whose answer gives less than `escalate_below` of its probability to the label
+            it lands on, are asked of it in **one** more call (none when the first client was
+            sure throughout). Its answers are judged by the same thresholds; those findings
+            are marked `escalated` (the summary reads `FAILED(escalated)`). When that call
+            fails, the first client's findings stand, marked `escalation_failed`, and one
+            warning is logged. Its token usage is added to the verdict's response.
+        escalate_below: The least support the first client's verdict needs to be kept (0 to 1,
+            default 0.9). Code checks and criteria that did not apply are never escalated.
+        escalate_model: The model `escalate_to` is asked (default: its own); with it,
+            `escalate_to` may be the same `JudgeClient` asking a stronger model.
 
     A judging response that is not a valid answer to the questions sent (an answer missing, of
     the wrong type, a label or level the question does not have, a number out of range, an
@@ -111,6 +125,9 @@ class Judge:
         fail_on_error: bool = True,
         feedback_renderer: FeedbackRenderer | None = None,
         model: str | None = None,
+        escalate_to: SystemOneClient | None = None,
+        escalate_below: float = DEFAULT_ESCALATE_BELOW,
+        escalate_model: str | None = None,
     ) -> None:
         if not callable(getattr(client, "system_one", None)):
             raise JudgeUsageError(
@@ -156,6 +173,30 @@ class Judge:
             "model", model, optional=True, example="jev-latest", error=JudgeUsageError
         )
         """The judge model asked (`None`: the client's default)."""
+        if escalate_to is not None and not callable(getattr(escalate_to, "system_one", None)):
+            raise JudgeUsageError(
+                f"escalate_to needs a SystemOneClient (JudgeClient or ModelJudgeClient), got "
+                f"{type(escalate_to).__name__}"
+            )
+        self.escalate_to = escalate_to
+        """The stronger client for unsure criteria, or `None` (no escalation)."""
+        self.escalate_below = check_arg.number(
+            "escalate_below",
+            escalate_below,
+            minimum=0,
+            maximum=1,
+            example=DEFAULT_ESCALATE_BELOW,
+            error=JudgeUsageError,
+        )
+        """The least support of a first-client verdict that is kept."""
+        self.escalate_model = check_arg.text(
+            "escalate_model",
+            escalate_model,
+            optional=True,
+            example="jev-latest",
+            error=JudgeUsageError,
+        )
+        """The model `escalate_to` is asked (`None`: its default)."""
 
     @property
     def questions(self) -> dict[str, Any]:
@@ -210,16 +251,23 @@ class Judge:
             response = await self.client.system_one(plan.input.state(), questions, model=self.model)
             # Whatever the client: an answer that does not fit the questions is no verdict.
             check_answers(response, questions)
+        decided: dict[str, Finding] = {}
+        if response is not None:
+            # Every sent answer is there, of its question's type: checked above.
+            decided = {
+                c.name: c.decide(response.answers[c.name], self.min_confidence) for c in plan.send
+            }
+            response = await self._escalate(plan, decided, response)
+        # Dependencies are resolved on the final findings, so dependents follow an escalated
+        # decision.
         found: dict[str, Finding] = dict(plan.local)
         for criterion in self.criteria:
             if criterion.name in found or not isinstance(criterion, QuestionCriterion):
                 continue
-            assert response is not None  # sent: it is in plan.send
-            answer = response.answers[criterion.name]  # there, of its type: checked above
-            finding = criterion.decide(answer, self.min_confidence)
+            finding = decided[criterion.name]
             unmet = unmet_dependency(criterion, found)
             if unmet is not None:
-                finding = Finding(criterion.name, answer, Outcome.NOT_APPLICABLE, unmet)
+                finding = replace(finding, outcome=Outcome.NOT_APPLICABLE, detail=unmet, score=None)
             found[criterion.name] = finding
         if getattr(self.client, "explain_failures", False):
             # The judge model writes its reasons for each failure (ModelJudgeClient).
@@ -236,6 +284,29 @@ class Judge:
         feedback = self.feedback_renderer(verdict) or verdict.summary()
         return Verdict(False, findings, response, feedback, counted)
 
+    async def _escalate(
+        self, plan: JudgePlan, decided: dict[str, Finding], response: SystemOneResponse
+    ) -> SystemOneResponse:
+        """Re-decide the unsure criteria in `decided` with `escalate_to`; the response to keep."""
+        if self.escalate_to is None:
+            return response
+        unsure = [c for c in plan.send if needs_escalation(c, decided[c.name], self.escalate_below)]
+        if not unsure:
+            return response
+        updated, second = await escalate(
+            self.escalate_to,
+            plan.input.state(),
+            unsure,
+            decided,
+            model=self.escalate_model,
+            min_confidence=self.min_confidence,
+        )
+        decided.update(updated)
+        if second is None:
+            return response
+        # The verdict's usage is what judging cost: the stronger client's tokens count too.
+        return replace(response, usage=response.usage + second.usage)
+
     def _counts_as_failed(self, outcome: Outcome) -> bool:
         return (
             outcome is Outcome.FAILED
@@ -245,7 +316,8 @@ class Judge:
 
     def __repr__(self) -> str:
         names = ", ".join(c.name for c in self.criteria)
-        return f"Judge({self.client!r}, criteria=[{names}])"
+        escalation = "" if self.escalate_to is None else f", escalate_to={self.escalate_to!r}"
+        return f"Judge({self.client!r}, criteria=[{names}]{escalation})"
 
 
 def _not_applicable(name: str, reason: str) -> Finding:

@@ -103,12 +103,11 @@ class QuestionCriterion:
         assert self.minimum is not None
         needed = math.ceil(self.minimum)
         levels = self.question.levels
-        if answer.probabilities:
-            share = sum(p for level, p in answer.probabilities.items() if level >= needed)
+        share = self._score_share(answer)
+        if share is not None:
             passed = share >= 0.5
-            support = share if passed else 1.0 - share
+            support: float | None = share if passed else 1.0 - share
         else:
-            share = None
             passed = answer.score >= self.minimum
             support = None
         reached = answer.level
@@ -122,10 +121,7 @@ class QuestionCriterion:
         return self._outcome(answer, passed, support, min_confidence, explanation, answer.score)
 
     def _choice(self, answer: ChoiceAnswer, min_confidence: float | None) -> Finding:
-        if answer.probabilities:
-            share = sum(answer.probability_of(label) for label in self.accept)
-        else:
-            share = 1.0 if answer.choice in self.accept else 0.0
+        share = self._choice_share(answer)
         passed = share >= 0.5
         support = share if passed else 1.0 - share
         accepted = ", ".join(self.accept)
@@ -134,6 +130,38 @@ class QuestionCriterion:
             f"the most likely label is {answer.choice!r}"
         )
         return self._outcome(answer, passed, support, min_confidence, explanation, share)
+
+    def _score_share(self, answer: ScoreAnswer) -> float | None:
+        # The mass at or above the least passing level; None without probabilities.
+        assert self.minimum is not None
+        if not answer.probabilities:
+            return None
+        needed = math.ceil(self.minimum)
+        return sum(p for level, p in answer.probabilities.items() if level >= needed)
+
+    def _choice_share(self, answer: ChoiceAnswer) -> float:
+        if answer.probabilities:
+            return sum(answer.probability_of(label) for label in self.accept)
+        return 1.0 if answer.choice in self.accept else 0.0
+
+    def support(self, answer: Answer) -> float | None:
+        """How much of the answer's probability supports the label it lands on, 0.5 to 1.
+
+        A noul: P(yes) or P(no), whichever is larger: how sure the judge is of yes-or-no, not
+        how far P(yes) is from `minimum`. A choice or a score: the share on the side of its
+        verdict (the accepted labels, the levels at or above the minimum) when it passes, the
+        rest when it fails. `None` for a score answered without probabilities.
+        """
+        if isinstance(answer, NoulAnswer):
+            return max(answer.noul, 1.0 - answer.noul)
+        if isinstance(answer, ScoreAnswer):
+            share = self._score_share(answer)
+        else:
+            assert isinstance(answer, ChoiceAnswer)
+            share = self._choice_share(answer)
+        if share is None:
+            return None
+        return share if share >= 0.5 else 1.0 - share
 
     def _outcome(
         self,

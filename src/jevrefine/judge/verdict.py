@@ -66,6 +66,18 @@ class Finding:
     """One sentence naming the criterion and why it came out so; empty when it passed."""
     score: float | None = None
     """The number behind the outcome (P(yes), the accepted share, the score, 1/0 for a check)."""
+    escalated: bool = False
+    """Decided by the judge's stronger client (`Judge(escalate_to=...)`): the first client's
+    answer was not sure enough, and `answer` is the stronger client's."""
+    escalation_failed: bool = False
+    """Meant for the stronger client, whose call failed: the first client's finding stands."""
+
+    @property
+    def mark(self) -> str:
+        """`(escalated)`, `(escalation failed)` or empty: how the summary tags this finding."""
+        if self.escalated:
+            return "(escalated)"
+        return "(escalation failed)" if self.escalation_failed else ""
 
 
 FeedbackRenderer: TypeAlias = Callable[["Verdict"], str]
@@ -104,6 +116,10 @@ class Verdict:
         """The NOT_APPLICABLE findings."""
         return self._with(Outcome.NOT_APPLICABLE)
 
+    def escalated(self) -> list[Finding]:
+        """The findings the stronger client decided (`Judge(escalate_to=...)`)."""
+        return [f for f in self.findings if f.escalated]
+
     def passed_findings(self) -> list[Finding]:
         """The PASSED findings."""
         return self._with(Outcome.PASSED)
@@ -127,8 +143,12 @@ class Verdict:
         return ", ".join(f.criterion for f in self.findings) or "none"
 
     def summary(self) -> str:
-        """One line: `passed=false [helpfulness=PASSED, is_grounded=FAILED]`."""
-        parts = ", ".join(f"{f.criterion}={f.outcome.name}" for f in self.findings)
+        """One line: `passed=false [helpfulness=PASSED, is_grounded=FAILED(escalated)]`.
+
+        A finding the stronger client decided reads `(escalated)`; one whose escalation failed,
+        `(escalation failed)`.
+        """
+        parts = ", ".join(f"{f.criterion}={f.outcome.name}{f.mark}" for f in self.findings)
         return f"passed={'true' if self.passed else 'false'} [{parts}]"
 
 
