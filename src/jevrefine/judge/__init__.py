@@ -49,6 +49,9 @@ from .patterns import PairwiseResult as PairwiseResult
 from .patterns import QuestionStats as QuestionStats
 from .patterns import consistency as consistency
 from .patterns import pairwise as pairwise
+from .tool_index import ToolIndex as ToolIndex
+from .tool_index import ToolMatch as ToolMatch
+from .tool_index import ToolSelection as ToolSelection
 from .verdict import Finding as Finding
 from .verdict import Outcome as Outcome
 from .verdict import Verdict as Verdict
@@ -73,6 +76,9 @@ __all__ = [
     "PairwiseResult",
     "QuestionCriterion",
     "QuestionStats",
+    "ToolIndex",
+    "ToolMatch",
+    "ToolSelection",
     "Verdict",
     "check",
     "choice",
