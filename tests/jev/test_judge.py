@@ -351,7 +351,7 @@ async def test_feedback_renderer_replaces_the_default() -> None:
 
 
 async def test_rating_judge_is_a_four_level_helpfulness_score_on_a_chat_model() -> None:
-    answers = iter(['{"answer": "1"}', '{"answer": "3"}'])
+    answers = iter(['{"answer": "2"}', '{"answer": "4"}'])
     judge_model = FunctionModel(lambda prompt: next(answers))
     judge = rating_judge(judge_model, success_rating=3)
     (criterion,) = judge.criteria
