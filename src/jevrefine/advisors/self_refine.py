@@ -248,7 +248,7 @@ class SelfRefineAdvisor:
                 f"judge_error_policy={_validate.shown(judge_error_policy)} is not a "
                 "JudgeErrorPolicy: pass e.g. JudgeErrorPolicy.FAIL_OPEN"
             )
-        order = _validate.integer("order", order, example=self.DEFAULT_ORDER)
+        order = _validate.order(order, example=self.DEFAULT_ORDER)
         _validate.text("feedback_template", feedback_template, example="Fix this: {feedback}")
         if "{feedback}" not in feedback_template:
             raise UserError(
