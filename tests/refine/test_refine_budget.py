@@ -186,3 +186,51 @@ async def test_the_budget_and_the_feedback_over_the_openai_wire(
     # The retry's answer is asked after its own tool round, with the result in the prompt.
     assert bodies[3]["messages"][-1]["role"] == "tool"
     assert len(reading.runs) == 2
+
+
+async def test_seed_003_weather_at_order_0_reruns_the_tool_when_the_retry_asks_for_it(
+    jev_server: FakeJevServer, jev: JudgeClient
+) -> None:
+    """The article's run: attempt 1 reports -255 °C and fails; the retry calls the tool again,
+    gets 15 °C and passes on attempt 2 ("Evaluation passed on attempt 2")."""
+    temperatures = iter([-255, 15])
+    runs: list[str] = []
+
+    @tool
+    async def weather(location: str) -> str:
+        """Get the current weather for a given location."""
+        runs.append(location)
+        reading = next(temperatures)
+        return f"The current weather in {location} is sunny with a temperature of {reading}°C."
+
+    def model_turn(prompt: Prompt) -> AssistantMessage:
+        results = [
+            r.data
+            for m in prompt.messages
+            if isinstance(m, ToolResponseMessage)
+            for r in m.responses
+        ]
+        last_user = prompt.last_user_message()
+        told = last_user is not None and "impossible" in last_user.text
+        # Asked again after a rejected reading, the model checks the weather once more.
+        if not results or (told and len(results) < 2):
+            call = ToolCall(f"c{len(results)}", "weather", '{"location": "Paris"}')
+            return AssistantMessage("", (call,))
+        return AssistantMessage(results[-1])
+
+    jev_server.answer = lambda state, questions: {
+        "plausible": 0.02 if "-255" in state["assistant_answer"] else 0.97
+    }
+    plausible = Noul("Is every temperature physically possible?", when_false="impossible")
+    advisor = SelfRefineAdvisor(
+        Judge(jev, [noul("plausible", plausible, 0.7)]), max_repeat_attempts=15, order=0
+    )
+    client = ChatClient(FunctionModel(model_turn), tools=[weather], advisors=[advisor])
+    response = await client.prompt("What is current weather in Paris?").call()
+
+    assert response.content.endswith("temperature of 15°C.")
+    assert runs == ["Paris", "Paris"]
+    report: RefineReport = response.context[context_keys.REFINE_REPORT]
+    assert report.outcome == "passed"
+    assert [a.index for a in report.attempts] == [1, 2]
+    assert len(jev_server.requests) == 2
