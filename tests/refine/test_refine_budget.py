@@ -234,3 +234,28 @@ async def test_seed_003_weather_at_order_0_reruns_the_tool_when_the_retry_asks_f
     assert report.outcome == "passed"
     assert [a.index for a in report.attempts] == [1, 2]
     assert len(jev_server.requests) == 2
+
+
+@pytest.mark.parametrize("order", ORDERS)
+async def test_one_refinement_is_one_outcome_in_the_metrics(
+    jev_server: FakeJevServer, jev: JudgeClient, otel: Any, order: int
+) -> None:
+    # The tool rounds that hand an attempt back to the loop are not refinements of their own.
+    jev_server.answer = always_fails
+    advisor = SelfRefineAdvisor(
+        Judge(jev, [noul("ok", CORRECT)]), max_repeat_attempts=1, order=order
+    )
+    client = ChatClient(
+        checks_again_on_every_turn(),
+        tools=[counting_tool()],
+        advisors=[advisor],
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+    )
+    await client.prompt("Oslo?").call()
+    points = otel.metrics()["jevrefine.refine.outcome"]
+    assert [(dict(p.attributes), p.value) for p in points] == [
+        ({"jevrefine.refine.outcome": "best_attempt"}, 1)
+    ]
+    (attempts,) = otel.metrics()["jevrefine.refine.attempts"]
+    assert (attempts.count, attempts.sum) == (1, 2)

@@ -339,11 +339,9 @@ class SelfRefineAdvisor:
                 usage, carried = carried + usage, Usage()
                 answer = response.content
                 if self.skip_evaluation(attempt_request, response):
-                    if not record and _asks_for_tools(response):
-                        request.scope[self._paused_key] = loop.pause(
-                            request.prompt, response, (number, previous, usage)
-                        )
                     loop.attempts.append(Attempt(number, answer, None, usage))
+                    if not record and _asks_for_tools(response):
+                        return self._pause(loop, response, (number, previous, usage))
                     return loop.finish(response, "skipped", number)
                 calls = earlier_calls + tool_calls_from_records(records)
                 judge_input = JudgeInput(
@@ -389,6 +387,16 @@ class SelfRefineAdvisor:
             _log.debug("self-refine: attempt %d failed the judge: %s", number, verdict.summary())
             previous = (verdict, answer)
         return self._exhausted(loop)
+
+    def _pause(
+        self, loop: _Loop, response: ChatClientResponse, position: _Position
+    ) -> ChatClientResponse:
+        """Hand a tool-calling answer to the tool loop; its next round resumes this attempt."""
+        loop.request.scope[self._paused_key] = loop.pause(response, position)
+        returned = loop.finish(response, "skipped", position[0])
+        # Not an outcome yet: the resumed refinement counts the one outcome of this call.
+        loop.outcome = None
+        return returned
 
     @property
     def _paused_key(self) -> str:
@@ -520,13 +528,17 @@ class _Loop:
         self.passed_up = self.passed_up + usage
         return usage
 
-    def pause(self, prompt: Prompt, response: ChatClientResponse, position: _Position) -> _Paused:
-        """The state to resume from when the tool loop comes back after running the tools."""
+    def pause(self, response: ChatClientResponse, position: _Position) -> _Paused:
+        """The state to resume from when the tool loop comes back after running the tools.
+
+        The last attempt recorded is the one paused: it is left out, and the resumed call
+        records it again with its answer.
+        """
         return _Paused(
             position,
-            tuple(prompt.messages),
+            tuple(self.request.prompt.messages),
             response.chat_response.results[0].output,
-            tuple(self.attempts),
+            tuple(self.attempts[:-1]),
             dict(self.responses),
             self.model_usage,
             self.judge_usage,
