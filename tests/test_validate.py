@@ -7,7 +7,7 @@ import math
 import pytest
 
 from jevrefine import UserError
-from jevrefine._validate import boolean, choice, integer, number, secret, text
+from jevrefine._validate import boolean, choice, integer, number, order, secret, text
 from jevrefine.jev.errors import JudgeUsageError
 
 
@@ -82,3 +82,15 @@ def test_long_values_are_cut_in_messages() -> None:
     with pytest.raises(UserError) as caught:
         number("timeout", "x" * 10_000)
     assert len(str(caught.value)) < 200
+
+
+def test_order_is_strictly_inside_the_precedence_bounds() -> None:
+    from jevrefine import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
+
+    assert order(HIGHEST_PRECEDENCE + 1, example=0) == HIGHEST_PRECEDENCE + 1
+    assert order(LOWEST_PRECEDENCE - 1, example=0) == LOWEST_PRECEDENCE - 1
+    for bad in (HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE):
+        with pytest.raises(UserError, match=r"out of range: pass a whole number strictly between"):
+            order(bad, example=7)
+    with pytest.raises(JudgeUsageError, match=r"order='1' is not a whole number.*e\.g\. order=7"):
+        order("1", example=7, error=JudgeUsageError)

@@ -19,7 +19,23 @@ from typing import Final, Literal, TypeVar, overload
 
 from .exceptions import UserError
 
-__all__ = ["boolean", "choice", "integer", "number", "secret", "shown", "text"]
+__all__ = [
+    "HIGHEST_PRECEDENCE",
+    "LOWEST_PRECEDENCE",
+    "boolean",
+    "choice",
+    "integer",
+    "number",
+    "order",
+    "secret",
+    "shown",
+    "text",
+]
+
+HIGHEST_PRECEDENCE: Final = -(2**31)
+"""The lowest possible advisor order (Java's `Integer.MIN_VALUE`); `advisors.chain` exports it."""
+LOWEST_PRECEDENCE: Final = 2**31 - 1
+"""The highest possible advisor order (Java's `Integer.MAX_VALUE`); `advisors.chain` exports it."""
 
 _MAX_SHOWN: Final = 60
 """A value is shown in a message cut to this many characters: enough to recognise it."""
@@ -150,6 +166,26 @@ def integer(
         raise _fail(name, value, "is not a whole number", hint, error)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise _fail(name, value, "is out of range", hint, error)
+    return int(value)
+
+
+def order(value: object, *, example: int, error: type[UserError] = UserError) -> int:
+    """`value` as an advisor's `order=`: a whole number strictly between the precedence bounds.
+
+    The bounds themselves are refused, as the Java library's advisor builders refuse them
+    (`order > HIGHEST_PRECEDENCE && order < LOWEST_PRECEDENCE`): an advisor at an extreme ties
+    with anything else that claims to run first or last, so its place depends on registration
+    order, and a value past them is no 32-bit order at all. Place an advisor relative to the
+    bounds instead (`HIGHEST_PRECEDENCE + 100`, `LOWEST_PRECEDENCE - 100`).
+    """
+    hint = (
+        "pass a whole number strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE "
+        f"(from {HIGHEST_PRECEDENCE + 1} to {LOWEST_PRECEDENCE - 1}), e.g. order={example}"
+    )
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail("order", value, "is not a whole number", hint, error)
+    if not HIGHEST_PRECEDENCE < value < LOWEST_PRECEDENCE:
+        raise _fail("order", value, "is out of range", hint, error)
     return int(value)
 
 

@@ -351,7 +351,7 @@ async def test_feedback_renderer_replaces_the_default() -> None:
 
 
 async def test_rating_judge_is_a_four_level_helpfulness_score_on_a_chat_model() -> None:
-    answers = iter(['{"answer": "1"}', '{"answer": "3"}'])
+    answers = iter(['{"answer": "2"}', '{"answer": "4"}'])
     judge_model = FunctionModel(lambda prompt: next(answers))
     judge = rating_judge(judge_model, success_rating=3)
     (criterion,) = judge.criteria
@@ -361,7 +361,11 @@ async def test_rating_judge_is_a_four_level_helpfulness_score_on_a_chat_model() 
     # Rating 2 (level 1) is below 3; rating 4 (level 3) passes.
     verdict = await judge.evaluate(INPUT)
     assert not verdict.passed
-    assert "needed level 2" in verdict.failures()[0].detail
+    detail = verdict.failures()[0].detail
+    # Named as the judge model saw them, on the 1-4 scale: no 0-based level index.
+    assert "reached '2 - Weak:" in detail
+    assert "needed '3 - Helpful:" in detail
+    assert "level" not in detail.split("(score")[0]
     assert (await judge.evaluate(INPUT)).passed
     assert "Weather in Paris?" in judge_model.prompts[0].messages[-1].text
     with pytest.raises(JudgeUsageError):

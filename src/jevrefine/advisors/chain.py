@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .. import context_keys
+from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import StreamingNotSupportedError, UserError
 from ..messages import ChatResponse, Prompt, concat_chunks
@@ -52,9 +52,9 @@ __all__ = [
     "sort_advisors",
 ]
 
-HIGHEST_PRECEDENCE: Final = -(2**31)
+HIGHEST_PRECEDENCE: Final = _validate.HIGHEST_PRECEDENCE
 """The lowest possible order: runs first, outermost."""
-LOWEST_PRECEDENCE: Final = 2**31 - 1
+LOWEST_PRECEDENCE: Final = _validate.LOWEST_PRECEDENCE
 """The highest possible order: runs last, nearest the model."""
 
 

@@ -158,7 +158,7 @@ class GuardrailAdvisor:
         block_on_review = _validate.boolean("block_on_review", block_on_review)
         for label, text in (("refusal", refusal), ("support_message", support_message)):
             _validate.text(label, text, nonblank=True, example="I can't help with that.")
-        order = _validate.integer("order", order, example=self.DEFAULT_ORDER)
+        order = _validate.order(order, example=self.DEFAULT_ORDER)
         self.client = client
         """What answers the hazard questions."""
         self.action_threshold = action_threshold

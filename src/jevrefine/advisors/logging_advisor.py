@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
+from .. import _validate
 from ..exceptions import UserError
 from ..messages import AssistantMessage, Message, ToolResponseMessage
 
@@ -74,8 +75,7 @@ class LoggingAdvisor:
         log_content: bool = False,
         logger: logging.Logger | None = None,
     ) -> None:
-        if isinstance(order, bool) or not isinstance(order, int):
-            raise UserError(f"order must be an int, got {order!r}")
+        order = _validate.order(order, example=LOGGING_ORDER)
         if isinstance(level, bool) or not isinstance(level, int):
             raise UserError(f"level must be a logging level (an int), got {level!r}")
         self.order = order

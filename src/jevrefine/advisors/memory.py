@@ -67,7 +67,7 @@ class MessageChatMemoryAdvisor:
             None if conversation_id is None else check_conversation_id(conversation_id)
         )
         """The conversation when the prompt names none."""
-        self.order = _validate.integer("order", order, example=MEMORY_ORDER)
+        self.order = _validate.order(order, example=MEMORY_ORDER)
         """Position in the chain."""
 
     def conversation_of(self, request: ChatClientRequest) -> str:

@@ -93,7 +93,7 @@ class RetrievalAdvisor:
                 f"RetrievalAdvisor needs a Retriever (async retrieve(query, *, top_k=None)), got "
                 f"{type(retriever).__name__}"
             )
-        order = _validate.integer("order", order, example=self.DEFAULT_ORDER)
+        order = _validate.order(order, example=self.DEFAULT_ORDER)
         _validate.text("template", template, example="{query}\n\nContext:\n{context}")
         if "{query}" not in template or "{context}" not in template:
             raise UserError(

@@ -32,7 +32,7 @@ from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import JevrefineError, ModelError, UserError
 from ..jev.errors import JudgeError
 from ..judge._judge import Judge, JudgeInput
-from ..messages import Usage
+from ..messages import AssistantMessage, Message, Prompt, Usage
 from ..tools import record_tool_calls
 from ._refine_input import (
     retry_prompt,
@@ -248,7 +248,7 @@ class SelfRefineAdvisor:
                 f"judge_error_policy={_validate.shown(judge_error_policy)} is not a "
                 "JudgeErrorPolicy: pass e.g. JudgeErrorPolicy.FAIL_OPEN"
             )
-        order = _validate.integer("order", order, example=self.DEFAULT_ORDER)
+        order = _validate.order(order, example=self.DEFAULT_ORDER)
         _validate.text("feedback_template", feedback_template, example="Fix this: {feedback}")
         if "{feedback}" not in feedback_template:
             raise UserError(
@@ -312,8 +312,11 @@ class SelfRefineAdvisor:
         question = user_question(request.prompt)
         earlier_calls = tool_calls_from_prompt(request.prompt.messages)
         documents = request.context.get(context_keys.RETRIEVAL_DOCUMENTS) or ()
-        previous: tuple[Verdict, str] | None = None
-        for number in range(1, self.max_repeat_attempts + 2):
+        # Inside the tool loop, an answer that calls tools leaves this advisor; the loop's next
+        # round comes back here and continues that attempt rather than starting a new budget.
+        paused = loop.resume(request.scope.pop(self._paused_key, None))
+        first, previous, carried = (1, None, Usage()) if paused is None else paused.position
+        for number in range(first, self.max_repeat_attempts + 2):
             prompt = request.prompt
             if previous is not None:
                 prompt = retry_prompt(prompt, self._section(*previous))
@@ -332,11 +335,13 @@ class SelfRefineAdvisor:
                     records = []
                     attempt_request = request.copy(prompt=prompt)
                 response = await loop.rest.next_call(attempt_request)
-                usage = response.chat_response.metadata.usage
-                loop.model_usage = loop.model_usage + usage
+                usage = loop.add_model_usage(response.chat_response.metadata.usage)
+                usage, carried = carried + usage, Usage()
                 answer = response.content
                 if self.skip_evaluation(attempt_request, response):
                     loop.attempts.append(Attempt(number, answer, None, usage))
+                    if not record and _asks_for_tools(response):
+                        return self._pause(loop, response, (number, previous, usage))
                     return loop.finish(response, "skipped", number)
                 calls = earlier_calls + tool_calls_from_records(records)
                 judge_input = JudgeInput(
@@ -382,6 +387,21 @@ class SelfRefineAdvisor:
             _log.debug("self-refine: attempt %d failed the judge: %s", number, verdict.summary())
             previous = (verdict, answer)
         return self._exhausted(loop)
+
+    def _pause(
+        self, loop: _Loop, response: ChatClientResponse, position: _Position
+    ) -> ChatClientResponse:
+        """Hand a tool-calling answer to the tool loop; its next round resumes this attempt."""
+        loop.request.scope[self._paused_key] = loop.pause(response, position)
+        returned = loop.finish(response, "skipped", position[0])
+        # Not an outcome yet: the resumed refinement counts the one outcome of this call.
+        loop.outcome = None
+        return returned
+
+    @property
+    def _paused_key(self) -> str:
+        # Per advisor instance: two self-refine advisors in one chain keep their own state.
+        return f"self_refine.paused.{id(self)}"
 
     def _section(self, verdict: Verdict, answer: str) -> str:
         return self.feedback_template.replace("{answer}", answer).replace(
@@ -430,6 +450,44 @@ def _failure_marked(span: Span) -> Iterator[None]:
         raise
 
 
+def _asks_for_tools(response: ChatClientResponse) -> bool:
+    # The first generation, as the tool loop reads it.
+    results = response.chat_response.results
+    return bool(results) and bool(results[0].output.tool_calls)
+
+
+_Position: TypeAlias = "tuple[int, tuple[Verdict, str] | None, Usage]"
+"""Where a paused refinement resumes: the attempt's number, the verdict and answer its feedback
+came from (`None` on the first attempt), and the model tokens the attempt has used so far."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Paused:
+    """A refinement inside the tool loop whose attempt answered with tool calls.
+
+    Kept in the request's `scope` until the loop's next round calls the advisor again with
+    `prompt` followed by `call` (and the tool results).
+    """
+
+    position: _Position
+    prompt: tuple[Message, ...]
+    call: AssistantMessage
+    attempts: tuple[Attempt, ...]
+    responses: dict[int, ChatClientResponse]
+    model_usage: Usage
+    judge_usage: Usage
+
+    def continued_by(self, prompt: Prompt) -> bool:
+        """Whether `prompt` is the tool loop's next round after this pause."""
+        size = len(self.prompt)
+        messages = prompt.messages
+        return (
+            len(messages) > size
+            and messages[size] == self.call
+            and tuple(messages[:size]) == self.prompt
+        )
+
+
 class _Loop:
     """The state of one refinement: attempts, usage, and how it ended."""
 
@@ -438,6 +496,7 @@ class _Loop:
         "judge_usage",
         "model_usage",
         "outcome",
+        "passed_up",
         "request",
         "responses",
         "rest",
@@ -454,11 +513,48 @@ class _Loop:
         self.responses: dict[int, ChatClientResponse] = {}
         self.model_usage = Usage()
         self.judge_usage = Usage()
+        # The model tokens of this call only: an earlier round of the tool loop already passed
+        # its own up, and the tool loop sums what each round returns.
+        self.passed_up = Usage()
         self.outcome: str | None = None
 
     @property
     def spent(self) -> int:
         return (self.model_usage + self.judge_usage).total_tokens
+
+    def add_model_usage(self, usage: Usage) -> Usage:
+        """Count one model response's tokens; returns them."""
+        self.model_usage = self.model_usage + usage
+        self.passed_up = self.passed_up + usage
+        return usage
+
+    def pause(self, response: ChatClientResponse, position: _Position) -> _Paused:
+        """The state to resume from when the tool loop comes back after running the tools.
+
+        The last attempt recorded is the one paused: it is left out, and the resumed call
+        records it again with its answer.
+        """
+        return _Paused(
+            position,
+            tuple(self.request.prompt.messages),
+            response.chat_response.results[0].output,
+            tuple(self.attempts[:-1]),
+            dict(self.responses),
+            self.model_usage,
+            self.judge_usage,
+        )
+
+    def resume(self, paused: object) -> _Paused | None:
+        """Take up `paused` when this request continues it; otherwise start afresh."""
+        # A pause left behind (a return-direct tool ended the loop, or an outer retry re-ran
+        # the chain) does not match the prompt, so it cannot leak into a later refinement.
+        if not isinstance(paused, _Paused) or not paused.continued_by(self.request.prompt):
+            return None
+        self.attempts = list(paused.attempts)
+        self.responses = dict(paused.responses)
+        self.model_usage = paused.model_usage
+        self.judge_usage = paused.judge_usage
+        return paused
 
     def report(self, outcome: str, chosen: int | None) -> RefineReport:
         """Build the report, note the outcome, and store it in the caller's context."""
@@ -470,14 +566,14 @@ class _Loop:
         return report
 
     def finish(self, response: ChatClientResponse, outcome: str, chosen: int) -> ChatClientResponse:
-        """The response to return: the report in its context, the model usage summed."""
+        """The response to return: the report in its context, this call's model usage summed."""
         report = self.report(outcome, chosen)
         context: dict[str, Any] = response.context
         context[context_keys.REFINE_REPORT] = report
         metadata = response.chat_response.metadata
-        if metadata.usage == self.model_usage:
+        if metadata.usage == self.passed_up:
             return response
         chat_response = replace(
-            response.chat_response, metadata=replace(metadata, usage=self.model_usage)
+            response.chat_response, metadata=replace(metadata, usage=self.passed_up)
         )
         return response.copy(chat_response=chat_response)

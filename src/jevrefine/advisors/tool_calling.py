@@ -93,7 +93,7 @@ class ToolCallingAdvisor:
             "tool_timeout", tool_timeout, above=0, optional=True, unit="seconds", example=60.0
         )
         """Seconds each tool call may run."""
-        self.order = _validate.integer("order", order, example=TOOL_CALLING_ORDER)
+        self.order = _validate.order(order, example=TOOL_CALLING_ORDER)
         """Position in the chain."""
 
     async def advise_call(

@@ -320,14 +320,16 @@ class JudgeClient(AsyncClosing):
         *,
         model: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-HTTP-operation setting
+        allow_missing: bool = False,
     ) -> SystemOneResponse:
         """`system_one` without a span of its own: retries are recorded on `span` instead.
 
         For callers whose own span already stands for the call (`JevChatModel`, under the chain's
-        terminal link), so that one Jev call is exactly one span.
+        terminal link), so that one Jev call is exactly one span. `allow_missing`: see
+        `check_answers` (only `JevChatModel` relaxes it).
         """
         content, _, wire = self._encode(state, questions, model)
-        return await self._send_system_one(content, wire, timeout, span)
+        return await self._send_system_one(content, wire, timeout, span, allow_missing)
 
     async def system_one_all(
         self,
@@ -377,12 +379,13 @@ class JudgeClient(AsyncClosing):
         questions: Mapping[str, Any],
         timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
         span: Span | None,
+        allow_missing: bool = False,
     ) -> SystemOneResponse:
         response = await self._send("POST", self._system_one_url, content, timeout, span)
         data = self._decode_ok(response)
         request_id = self._request_id(response)
         parsed = parse_system_one(data, request_id)
-        check_answers(parsed, questions, body=data)
+        check_answers(parsed, questions, body=data, allow_missing=allow_missing)
         return parsed
 
     def _excerpt(self, content: bytes, limit: int) -> str:

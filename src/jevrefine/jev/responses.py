@@ -431,6 +431,7 @@ def check_answers(
     questions: Mapping[str, Question | Mapping[str, Any]],
     *,
     body: Any = None,
+    allow_missing: bool = False,
 ) -> None:
     """Raise `JudgeResponseError` unless `response` is a valid answer to exactly `questions`.
 
@@ -442,9 +443,14 @@ def check_answers(
 
     A `SystemOneClient` that answers anything else is broken (or hostile), and what it said must
     never be read as a verdict: `JudgeClient`, `ModelJudgeClient` and `Judge` all call this.
+
+    `allow_missing=True` accepts a question left unanswered, or answered with a type this version
+    does not model (`JevChatModel` writes `null` for it, as seed 004's library does). What is
+    answered is still checked, and a response that answers nothing is still rejected. Judges
+    never pass it: a missing answer must not read as a verdict.
     """
     try:
-        _check_answers(response, questions)
+        _check_answers(response, questions, allow_missing)
     except _Bad as bad:
         raise _response_error(
             "does not answer the questions asked", bad, body, response.request_id
@@ -452,7 +458,9 @@ def check_answers(
 
 
 def _check_answers(
-    response: SystemOneResponse, questions: Mapping[str, Question | Mapping[str, Any]]
+    response: SystemOneResponse,
+    questions: Mapping[str, Question | Mapping[str, Any]],
+    allow_missing: bool = False,
 ) -> None:
     if not response.answers and not response.unknown_answers:
         raise _Bad("answers", "an answer to each question asked (got none)")
@@ -464,8 +472,10 @@ def _check_answers(
         path = f"answers.{qid}"
         answer = response.answers.get(qid)
         if kind not in _PARSERS:  # a newer question type: its answer is the caller's to read
-            if answer is None and qid not in response.unknown_answers:
+            if answer is None and qid not in response.unknown_answers and not allow_missing:
                 raise _Bad(path, f"an answer to the {kind} question (it is missing)")
+            continue
+        if answer is None and allow_missing:
             continue
         if answer is None:
             got = response.unknown_answers.get(qid, {}).get("type")

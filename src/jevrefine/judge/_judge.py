@@ -337,7 +337,8 @@ RATING_LEVELS: Final = (
     "3 - Helpful: the answer addresses the question correctly; it could be clearer or fuller.",
     "4 - Excellent: the answer is relevant, direct, correct and addresses every concern raised.",
 )
-"""The 1-4 helpfulness rubric of `rating_judge` (our wording of seed 003's scale)."""
+"""The 1-4 helpfulness rubric of `rating_judge` (our wording of seed 003's scale); the judge
+model is shown these lines as written and answers 1-4."""
 
 RATING_QUESTION: Final = (
     "Rate how well `assistant_answer` answers the concerns expressed in `user_question`, on the "
@@ -346,11 +347,19 @@ RATING_QUESTION: Final = (
 """The instructions of `rating_judge`'s helpfulness score."""
 
 
-def rating_judge(chat_model: ChatModel, *, success_rating: int = 3) -> Judge:
+def rating_judge(
+    chat_model: ChatModel, *, success_rating: int = 3, explain_failures: bool = False
+) -> Judge:
     """Seed 003's LLM-as-a-judge in one line: a 1-4 helpfulness rating by a separate model.
 
     A `Judge` with one 4-level `Score` named `helpfulness` (level index = rating - 1), answered by
-    `ModelJudgeClient(chat_model)`, passing when the rating reaches `success_rating`.
+    `ModelJudgeClient(chat_model, score_starts_at=1)`: the judge model sees the levels as
+    "1 - Unhelpful" ... "4 - Excellent" and answers 1-4, as in the seed, so rating 4 is
+    Excellent. It passes when the rating reaches `success_rating`.
+
+    With `explain_failures=True` a failed rating also gets the judge model's written feedback
+    (one sentence of what to change, seed 003's `feedback` field), which reaches the retry
+    prompt: one extra judge request per failed attempt.
 
     ```python
     advisor = SelfRefineAdvisor(rating_judge(judge_model, success_rating=4), max_repeat_attempts=15)
@@ -360,10 +369,9 @@ def rating_judge(chat_model: ChatModel, *, success_rating: int = 3) -> Judge:
     """
     from .model_judge import ModelJudgeClient
 
-    if isinstance(success_rating, bool) or success_rating not in (1, 2, 3, 4):
-        raise JudgeUsageError(f"success_rating must be 1, 2, 3 or 4, got {success_rating!r}")
-    rubric = Score(RATING_QUESTION, levels=list(RATING_LEVELS))
-    return Judge(
-        ModelJudgeClient(chat_model),
-        [score("helpfulness", rubric, minimum=success_rating - 1)],
+    success_rating = check_arg.integer(
+        "success_rating", success_rating, minimum=1, maximum=4, example=3, error=JudgeUsageError
     )
+    rubric = Score(RATING_QUESTION, levels=list(RATING_LEVELS))
+    client = ModelJudgeClient(chat_model, score_starts_at=1, explain_failures=explain_failures)
+    return Judge(client, [score("helpfulness", rubric, minimum=success_rating - 1)])

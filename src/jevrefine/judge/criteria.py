@@ -48,6 +48,14 @@ Predicate: TypeAlias = Callable[["JudgeInput"], bool | Awaitable[bool]]
 """A function of the `JudgeInput`, sync or async, returning a `bool`."""
 
 
+def _level(index: int, text: str) -> str:
+    # A level that names its own number ("3 - Helpful: ...", rating_judge's 1-4 scale) is shown
+    # by that name alone: "level 2 '3 - Helpful'" would give the retry two numbers for one level.
+    if text[:1].isdigit():
+        return repr(text)
+    return f"level {index} {text!r}"
+
+
 def _text(content: Content) -> str:
     return content if isinstance(content, str) else repr(content)
 
@@ -115,8 +123,8 @@ class QuestionCriterion:
         needed_text = _text(levels[min(needed, len(levels) - 1)])
         mass = "" if share is None else f"; {share:.2f} of the probability at or above it"
         explanation = (
-            f"reached level {reached} {_text(legend)!r} (score {answer.score:.2f}), needed level "
-            f"{needed} {needed_text!r} (minimum {self.minimum:.2f}{mass})"
+            f"reached {_level(reached, _text(legend))} (score {answer.score:.2f}), needed "
+            f"{_level(needed, needed_text)} (minimum {self.minimum:.2f}{mass})"
         )
         return self._outcome(answer, passed, support, min_confidence, explanation, answer.score)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -72,13 +73,17 @@ _YES_NO: Final = ("yes", "no")
 class _Spec:
     """One question reduced to what the model sees and how its answer maps back."""
 
-    __slots__ = ("allowed", "kind", "legend", "prompt_text")
+    __slots__ = ("allowed", "first", "kind", "legend", "prompt_text")
 
-    def __init__(self, kind: str, allowed: tuple[str, ...], prompt_text: str, legend: Any) -> None:
+    def __init__(
+        self, kind: str, allowed: tuple[str, ...], prompt_text: str, legend: Any, first: int = 0
+    ) -> None:
         self.kind = kind
         self.allowed = allowed
         self.prompt_text = prompt_text
         self.legend = legend
+        self.first = first
+        """The number the model writes for a score's lowest level (Jev's index is 0)."""
 
 
 def _render(content: Content | None) -> str:
@@ -89,7 +94,18 @@ def _render(content: Content | None) -> str:
     return json.dumps(content, ensure_ascii=False, default=list)
 
 
-def _spec_of(wire: Mapping[str, Any]) -> _Spec:
+def _level_line(number: int, level: str) -> str:
+    # A level that already opens with its own number ("1 - Unhelpful: ...") is shown as written:
+    # "1: 1 - Unhelpful" would offer the model two numbers for one level.
+    return (
+        level if _NUMBERED.match(level) and level.startswith(str(number)) else f"{number}: {level}"
+    )
+
+
+_NUMBERED: Final = re.compile(r"\d+\s*[-:.)]")
+
+
+def _spec_of(wire: Mapping[str, Any], score_starts_at: int = 0) -> _Spec:
     kind = wire["type"]
     instructions = _render(wire.get("instructions"))
     lines = [f"Question: {instructions}"]
@@ -111,9 +127,12 @@ def _spec_of(wire: Mapping[str, Any]) -> _Spec:
         legend = None
     elif kind == "score":
         levels = list(wire["criteria"])
-        allowed = tuple(str(i) for i in range(len(levels)))
-        lines.append("Levels (the number is the answer, 0 is the lowest):")
-        lines.extend(f"{i}: {_render(level)}" for i, level in enumerate(levels))
+        numbers = range(score_starts_at, score_starts_at + len(levels))
+        allowed = tuple(str(n) for n in numbers)
+        lines.append(f"Levels (the number is the answer, {score_starts_at} is the lowest):")
+        lines.extend(
+            _level_line(n, _render(level)) for n, level in zip(numbers, levels, strict=True)
+        )
         legend = {i: level for i, level in enumerate(levels)}
     else:
         raise JudgeUsageError(
@@ -121,7 +140,7 @@ def _spec_of(wire: Mapping[str, Any]) -> _Spec:
         )
     quoted = ", ".join(json.dumps(a, ensure_ascii=False) for a in allowed)
     lines.append(f"Allowed answers: {quoted}")
-    return _Spec(kind, allowed, "\n".join(lines), legend)
+    return _Spec(kind, allowed, "\n".join(lines), legend, score_starts_at)
 
 
 def _grammar(allowed: Sequence[str]) -> str:
@@ -258,6 +277,9 @@ class ModelJudgeClient:
         explain_failures: When a `Judge` finds a criterion FAILED, ask this model for one
             sentence of specific, constructive feedback, which joins the finding's detail (and
             so the retry prompt); at most `MAX_EXPLANATION_CHARS` characters.
+        score_starts_at: The number the model is shown, and answers, for a score's lowest
+            level: 0 (Jev's level index) or 1 (a rating scale such as seed 003's 1-4). The
+            answer maps back to the level index either way (rating 4 of 4 is level 3).
 
     Each question's request is one CLIENT `chat {model}` span, a child of the current span
     (the refine attempt, the guardrail screening), like any model call through a `ChatClient`.
@@ -280,6 +302,7 @@ class ModelJudgeClient:
         temperature: float = 0.0,
         examples: Mapping[str, Sequence[JudgeExample]] | None = None,
         explain_failures: bool = False,
+        score_starts_at: Literal[0, 1] = 0,
     ) -> None:
         if not isinstance(chat_model, ChatModel):
             raise JudgeUsageError(
@@ -308,6 +331,14 @@ class ModelJudgeClient:
             "explain_failures", explain_failures, error=JudgeUsageError
         )
         """Whether a `Judge` asks this client for written feedback on failed criteria."""
+        self._score_starts_at = check.integer(
+            "score_starts_at",
+            score_starts_at,
+            minimum=0,
+            maximum=1,
+            example=1,
+            error=JudgeUsageError,
+        )
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
@@ -347,7 +378,7 @@ class ModelJudgeClient:
             ModelError: the model call failed (passed through unchanged).
         """
         wire = check_system_one_args(state, questions)
-        specs = {qid: _spec_of(q) for qid, q in wire.items()}
+        specs = {qid: _spec_of(q, self._score_starts_at) for qid, q in wire.items()}
         for qid, spec in specs.items():
             if self._examples.get(qid):
                 shots = render_examples(qid, self._examples[qid], spec.allowed)
@@ -496,6 +527,7 @@ def _answer(spec: _Spec, probabilities: dict[str, float], calibrated: bool) -> A
     confidence = distribution_confidence(probabilities) if calibrated else None
     if spec.kind == "choice":
         return ChoiceAnswer(best, probabilities, confidence, calibrated=calibrated)
-    levels = {int(a): p for a, p in probabilities.items()}
+    # Back to Jev's level index, whichever number the model was shown for the lowest level.
+    levels = {int(a) - spec.first: p for a, p in probabilities.items()}
     score = sum(level * p for level, p in levels.items())
     return ScoreAnswer(score, spec.legend, levels, confidence, calibrated=calibrated)

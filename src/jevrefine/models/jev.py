@@ -38,6 +38,7 @@ tools and classifies text only.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
@@ -48,7 +49,6 @@ from opentelemetry import trace
 from .. import _validate as check
 from ..exceptions import UserError
 from ..jev.client import DEFAULT_MODEL, JudgeClient
-from ..jev.errors import JudgeResponseError
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Choice, Noul, Question, Score, State, questions_to_wire
 from ..jev.responses import (
@@ -97,6 +97,8 @@ AnswerRenderer = Callable[[SystemOneResponse], str]
 """Turns the answers into the reply's text."""
 
 _FINISH_REASON: Final = "stop"
+
+_log = logging.getLogger("jevrefine.jev")
 
 
 class JevChatModel(ChatModel):
@@ -229,15 +231,19 @@ class JevChatModel(ChatModel):
             # The terminal link made its `chat` span current: the Jev call records its retries
             # there instead of opening a second span for the same call.
             span = trace.get_current_span()
-            response = await client._system_one_in_span(span, state, self._questions, model=model)
+            response = await client._system_one_in_span(
+                span, state, self._questions, model=model, allow_missing=True
+            )
         else:
             response = await client.system_one(state, self._questions, model=model)
             # Any other client's answers meet the bar JudgeClient's already met.
-            check_answers(response, self._questions)
+            check_answers(response, self._questions, allow_missing=True)
         if self._answer_renderer is not None:
             text = self._answer_renderer(response)
         else:
-            text = self.answers_as_json(response, fields=fields or tuple(self._questions))
+            names = fields or tuple(self._questions)
+            _warn_missing(response, names)
+            text = self.answers_as_json(response, fields=names)
         generation = Generation(
             AssistantMessage(text),
             {"finish_reason": _FINISH_REASON, RESPONSE_METADATA_KEY: response},
@@ -340,25 +346,32 @@ class JevChatModel(ChatModel):
     def answers_as_json(response: SystemOneResponse, *, fields: tuple[str, ...] = ()) -> str:
         """The answers as a JSON object: a noul's value, a choice's label, a score's value.
 
-        With `fields`, exactly those answers in that order; else every answer of the response.
-
-        Raises:
-            JudgeResponseError: the response has no answer for one of `fields`.
+        With `fields`, exactly those fields in that order; else every answer of the response. A
+        field the response has no answer for (or only one of a type this version does not model)
+        is `null`, as in seed 004's library: one missing answer does not lose the others, and the
+        whole response stays in the generation's metadata.
         """
         names = fields or tuple(response.answers)
-        missing = [name for name in names if name not in response.answers]
-        if missing:
-            raise JudgeResponseError(
-                f"the response has no answer for {', '.join(map(repr, missing))}",
-                field_path=f"answers.{missing[0]}",
-                request_id=response.request_id,
-            )
+        answers = response.answers
         return json.dumps(
-            {name: _value_of(response.answers[name]) for name in names}, ensure_ascii=False
+            {name: _value_of(answers[name]) if name in answers else None for name in names},
+            ensure_ascii=False,
         )
 
     def __repr__(self) -> str:
         return f"JevChatModel({self._client!r}, questions=[{', '.join(self._questions)}])"
+
+
+def _warn_missing(response: SystemOneResponse, names: tuple[str, ...]) -> None:
+    missing = [name for name in names if name not in response.answers]
+    if missing:
+        # The reply says `null`; operators should still learn that Jev left questions out.
+        _log.warning(
+            "JevChatModel: the Jev response (request id %s) has no usable answer for %s; the "
+            "reply holds null for it",
+            response.request_id,
+            ", ".join(map(repr, missing)),
+        )
 
 
 def _value_of(answer: Answer) -> float | str:
