@@ -23,6 +23,7 @@ from jevrefine import (
     SelfRefineAdvisor,
     SelfRefineFailedError,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     Usage,
     context_keys,
@@ -259,3 +260,19 @@ async def test_one_refinement_is_one_outcome_in_the_metrics(
     ]
     (attempts,) = otel.metrics()["jevrefine.refine.attempts"]
     assert (attempts.count, attempts.sum) == (1, 2)
+
+
+def test_a_pause_is_only_taken_up_by_the_tool_loops_next_round() -> None:
+    from jevrefine import UserMessage
+    from jevrefine.advisors.self_refine import _Paused
+
+    asked = (UserMessage("Oslo?"),)
+    call = AssistantMessage("", (ToolCall("c1", "reading", '{"city": "Oslo"}'),))
+    paused = _Paused((2, None, Usage()), asked, call, (), {}, Usage(), Usage())
+    result = ToolResponseMessage((ToolResponse("c1", "reading", "Oslo: 3 degrees"),))
+    assert paused.continued_by(Prompt((*asked, call, result)))
+    # Left behind (a return-direct tool ended the loop, an outer advisor re-ran the chain):
+    assert not paused.continued_by(Prompt(asked))
+    assert not paused.continued_by(Prompt((UserMessage("Oslo? (feedback)"), call, result)))
+    other = AssistantMessage("", (ToolCall("c9", "reading", '{"city": "Bergen"}'),))
+    assert not paused.continued_by(Prompt((*asked, other, result)))
