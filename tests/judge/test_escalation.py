@@ -287,3 +287,25 @@ async def test_escalated_findings_are_marked_on_the_evaluation_events(
         if e.name == "gen_ai.evaluation.result"
     }
     assert marks == {"sure_yes": None, "unsure": True, "sure_no": None}
+
+
+async def test_jevrefine_evals_rows_and_report_mark_the_escalated_criteria(
+    weak: FakeJevServer, strong: FakeJevServer, tmp_path
+) -> None:
+    """The evaluation report names each attempt's escalated criteria and counts them."""
+    from jevrefine.evals import evaluate, load_cases
+
+    case = '{"input": "Weather in Paris?", "assert": [{"type": "icontains", "value": "sunny"}]}'
+    (tmp_path / "cases.jsonl").write_text(case + "\n", encoding="utf-8")
+    cases = load_cases(tmp_path / "cases.jsonl")
+    weak.answer = _answers({"sure_yes": 0.95, "unsure": 0.55, "sure_no": 0.95})
+    strong.answer = _answers({"unsure": 0.97})
+    async with _client(weak) as first, _client(strong) as second:
+        judge = Judge(first, NOULS, escalate_to=second)
+        report = await evaluate(
+            cases, jr.ChatClient(FunctionModel(lambda prompt: "Sunny.")), judge=judge
+        )
+    data = report.to_dict()
+    (row,) = data["results"]
+    assert [a["escalated"] for a in row["attempts"]] == [["unsure"]]
+    assert data["escalated"] == 1
