@@ -98,13 +98,20 @@ def load_items(n: int, borrowed: int = BORROWED) -> list[Item]:
 
 
 class Metered(ChatModel):
-    """Counts a model's tokens and the seconds spent waiting for it."""
+    """Counts a model's tokens and the seconds spent waiting for it, with a response cache.
+
+    The judges ask the same prompts (temperature 0): the cascade's first pass is the weak
+    judge's, its escalations are the strong judge's questions. A prompt seen before is answered
+    from the cache and charged the tokens and seconds its generation took, so every judge's
+    cost is what it would be alone, and each prompt is generated once.
+    """
 
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
         self.tokens = 0
         self.seconds = 0.0
         self.calls = 0
+        self.cache: dict[str, tuple[ChatResponse, float]] = {}
 
     provider = "metered"
     supports_tools = False
@@ -115,9 +122,13 @@ class Metered(ChatModel):
         return self.inner.model_name
 
     async def call(self, prompt: Prompt) -> ChatResponse:
-        started = time.perf_counter()
-        response = await self.inner.call(prompt)
-        self.seconds += time.perf_counter() - started
+        key = repr(prompt)
+        if key not in self.cache:
+            started = time.perf_counter()
+            response = await self.inner.call(prompt)
+            self.cache[key] = (response, time.perf_counter() - started)
+        response, seconds = self.cache[key]
+        self.seconds += seconds
         self.calls += 1
         self.tokens += response.metadata.usage.total_tokens
         return response
@@ -166,10 +177,12 @@ class Tally:
         }
 
 
-async def judge_all(items: Sequence[Item], make: Any, strong: Metered, label: str) -> Tally:
+async def judge_all(
+    items: Sequence[Item], make: Any, weak: Metered, strong: Metered, label: str
+) -> Tally:
     tally = Tally()
     strong.reset()
-    started = time.perf_counter()
+    weak.reset()
     for number, item in enumerate(items, 1):
         judge: Judge = make(item.case)
         verdict = await judge.evaluate(JudgeInput(item.case.prompt, item.answer))
@@ -181,9 +194,11 @@ async def judge_all(items: Sequence[Item], make: Any, strong: Metered, label: st
             tally.errors += finding.outcome is Outcome.ERROR
             tally.decisions.append((decided, truth))
         print(f"{label} {number}/{len(items)}", file=sys.stderr, flush=True)
-    tally.seconds = time.perf_counter() - started
+    tally.seconds = weak.seconds + strong.seconds
     tally.strong_tokens, tally.strong_seconds, tally.strong_calls = (
         strong.tokens, strong.seconds, strong.calls)  # fmt: skip
+    # As it goes: a long run that is stopped keeps the judges it finished.
+    print(json.dumps({label: tally.to_dict()}), file=sys.stderr, flush=True)
     return tally
 
 
@@ -204,9 +219,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         weak, strong = Metered(w), Metered(s)
         weak_client, strong_client = ModelJudgeClient(weak), ModelJudgeClient(strong)
         tallies = {
-            "weak": await judge_all(items, lambda c: model_judge(c, weak_client), strong, "weak"),
+            "weak": await judge_all(
+                items, lambda c: model_judge(c, weak_client), weak, strong, "weak"
+            ),
             "strong": await judge_all(
-                items, lambda c: model_judge(c, strong_client), strong, "strong"
+                items, lambda c: model_judge(c, strong_client), weak, strong, "strong"
             ),
         }
         for below in args.below:
@@ -218,7 +235,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
 
             tallies[f"cascade@{below}"] = await judge_all(
-                items, cascade, strong, f"cascade@{below}"
+                items, cascade, weak, strong, f"cascade@{below}"
             )
     strong_tally = tallies["strong"]
     for name, tally in tallies.items():
