@@ -287,3 +287,80 @@ async def test_escalated_findings_are_marked_on_the_evaluation_events(
         if e.name == "gen_ai.evaluation.result"
     }
     assert marks == {"sure_yes": None, "unsure": True, "sure_no": None}
+
+
+async def test_jevrefine_evals_rows_and_report_mark_the_escalated_criteria(
+    weak: FakeJevServer, strong: FakeJevServer, tmp_path
+) -> None:
+    """The evaluation report names each attempt's escalated criteria and counts them."""
+    from jevrefine.evals import evaluate, load_cases
+
+    case = '{"input": "Weather in Paris?", "assert": [{"type": "icontains", "value": "sunny"}]}'
+    (tmp_path / "cases.jsonl").write_text(case + "\n", encoding="utf-8")
+    cases = load_cases(tmp_path / "cases.jsonl")
+    weak.answer = _answers({"sure_yes": 0.95, "unsure": 0.55, "sure_no": 0.95})
+    strong.answer = _answers({"unsure": 0.97})
+    async with _client(weak) as first, _client(strong) as second:
+        judge = Judge(first, NOULS, escalate_to=second)
+        report = await evaluate(
+            cases, jr.ChatClient(FunctionModel(lambda prompt: "Sunny.")), judge=judge
+        )
+    data = report.to_dict()
+    (row,) = data["results"]
+    assert [a["escalated"] for a in row["attempts"]] == [["unsure"]]
+    assert data["escalated"] == 1
+
+
+CONFIG = """
+[model]
+provider = "openai"
+base_url = "{openai}"
+name = "fake-model"
+
+[judge]
+kind = "jev"
+base_url = "{weak}"
+
+[[judge.criteria]]
+name = "unsure"
+question = "Unsure?"
+minimum = 0.7
+
+[judge.escalate]
+kind = "jev"
+base_url = "{strong}"
+name = "jev-1.14.0"
+below = 0.8
+"""
+
+
+async def test_the_cli_config_builds_an_escalating_judge(
+    weak: FakeJevServer, strong: FakeJevServer, tmp_path, monkeypatch
+) -> None:
+    """`[judge.escalate]` in the `jevrefine run` / `eval` config file."""
+    from jevrefine.cli._config import ConfigError, load_config, missing_key, open_models
+    from jevrefine.testing import FakeOpenAIServer
+
+    monkeypatch.setenv("TYPESAFE_API_KEY", "ts-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    weak.answer = _answers({"unsure": 0.6})
+    strong.answer = _answers({"unsure": 0.1})
+    path = tmp_path / "jevrefine.toml"
+    async with FakeOpenAIServer() as openai:
+        path.write_text(
+            CONFIG.format(openai=openai.base_url, weak=weak.base_url, strong=strong.base_url)
+        )
+        config = load_config(str(path), {})
+        async with open_models(config) as models:
+            judge = models.judge
+            assert judge is not None
+            assert judge.escalate_below == 0.8
+            verdict = await judge.evaluate(INPUT)
+    assert verdict.summary() == "passed=false [unsure=FAILED(escalated)]"
+    assert [r.json["model"] for r in strong.requests] == ["jev-1.14.0"]
+    monkeypatch.delenv("TYPESAFE_API_KEY")
+    assert "TYPESAFE_API_KEY" in (missing_key(config) or "")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[judge]\nkind = "rating"\n[judge.escalate]\nkind = "jev"\n')
+    with pytest.raises(ConfigError, match=r"\[judge.escalate\] re-asks criteria"):
+        load_config(str(bad), {})

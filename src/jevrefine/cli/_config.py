@@ -77,6 +77,7 @@ from ..exceptions import UserError
 from ..jev.errors import JudgeUsageError
 
 if TYPE_CHECKING:
+    from ..jev.protocol import SystemOneClient
     from ..judge._judge import Judge, JudgeInput
     from ..judge.criteria import Criterion
     from ..models.base import ChatModel
@@ -262,6 +263,21 @@ CriterionSection: TypeAlias = Annotated[
 """One `[[judge.criteria]]` entry, by its `kind`."""
 
 
+class EscalateSection(_Section):
+    """`[judge.escalate]`: a stronger judge for the criteria the first one was unsure about."""
+
+    kind: Literal["jev", "model"] = "jev"
+    """`jev`: TypeSafe's Jev API (e.g. a stronger Jev model); `model`: a chat model."""
+    provider: ProviderName | None = None
+    """The stronger chat model's provider (`model`; default: the answering model's)."""
+    name: str | None = None
+    """The stronger chat model, or the Jev model."""
+    base_url: str | None = None
+    """The stronger chat model's server, or the Jev API's."""
+    below: float = pydantic.Field(default=0.9, ge=0, le=1)
+    """Escalate a criterion whose verdict has less support than this (`escalate_below`)."""
+
+
 class JudgeSection(_Section):
     """`[judge]`: what judges each answer."""
 
@@ -287,6 +303,8 @@ class JudgeSection(_Section):
     """Count INCONCLUSIVE findings as failures (`jev`, `model`)."""
     fail_on_error: bool = True
     """Count ERROR findings as failures (`jev`, `model`); the Python `Judge`'s default too."""
+    escalate: EscalateSection | None = None
+    """`[judge.escalate]`: re-ask the unsure criteria of a stronger judge (`jev`, `model`)."""
 
     @pydantic.field_validator("criteria")
     @classmethod
@@ -307,6 +325,11 @@ class JudgeSection(_Section):
             raise ValueError(
                 f'kind = "{self.kind}" needs at least one [[judge.criteria]] entry (a noul, '
                 'score or choice question); or use kind = "rating" for a 1-4 rating'
+            )
+        if self.escalate is not None and self.kind not in ("jev", "model"):
+            raise ValueError(
+                f'[judge.escalate] re-asks criteria, which kind = "{self.kind}" has none of: '
+                'set kind = "jev" or "model" with [[judge.criteria]], or remove [judge.escalate]'
             )
         return self
 
@@ -667,6 +690,10 @@ def missing_key(config: CliConfig) -> str | None:
     if judge.kind in ("rating", "model") and (judge.provider or judge.name or judge.base_url):
         judge_provider = judge.provider or config.model.provider
         needs.append((resolve_provider(judge_provider), judge.base_url, "--judge-base-url"))
+    escalate = judge.escalate
+    if escalate is not None and escalate.kind == "model":
+        stronger = resolve_provider(escalate.provider or config.model.provider)
+        needs.append((stronger, escalate.base_url, "[judge.escalate] base_url"))
     for provider, base_url, flag in needs:
         if provider == "local" or base_url is not None or os.environ.get(_KEYS[provider]):
             continue
@@ -675,7 +702,8 @@ def missing_key(config: CliConfig) -> str | None:
             f"no {name} API key: set the {_KEYS[provider]} environment variable, pass {flag} "
             "of a compatible server that takes none, or use --provider local (no key needed)"
         )
-    if judge.kind == "jev" and not os.environ.get(_KEYS["jev"], "").strip():
+    uses_jev = judge.kind == "jev" or (escalate is not None and escalate.kind == "jev")
+    if uses_jev and not os.environ.get(_KEYS["jev"], "").strip():
         return (
             f"the Jev judge needs an API key: set the {_KEYS['jev']} environment variable, or "
             "use --judge rating (a chat model rates the answers) or --judge none"
@@ -721,7 +749,7 @@ async def open_models(config: CliConfig, *, local_slots: int = 1) -> AsyncIterat
 
             judge = rating_judge(judge_model, success_rating=spec.success_rating)
         elif spec.kind in ("jev", "model"):
-            from ..jev import JudgeClient, SystemOneClient
+            from ..jev import JudgeClient
             from ..judge import ModelJudgeClient
             from ..judge._judge import Judge
 
@@ -732,6 +760,7 @@ async def open_models(config: CliConfig, *, local_slots: int = 1) -> AsyncIterat
                 )
             else:
                 answers = ModelJudgeClient(judge_model)  # closes nothing: the stack closes models
+            stronger = await _open_escalation(stack, config, local_slots)
             judge = Judge(
                 answers,
                 spec.build_criteria(),
@@ -739,8 +768,28 @@ async def open_models(config: CliConfig, *, local_slots: int = 1) -> AsyncIterat
                 min_confidence=spec.min_confidence,
                 fail_on_inconclusive=spec.fail_on_inconclusive,
                 fail_on_error=spec.fail_on_error,
+                escalate_to=stronger,
+                escalate_below=0.9 if spec.escalate is None else spec.escalate.below,
             )
         yield Models(model, judge, f"{model.provider} {model.model_name}")
+
+
+async def _open_escalation(
+    stack: contextlib.AsyncExitStack, config: CliConfig, local_slots: int
+) -> SystemOneClient | None:
+    """The `[judge.escalate]` client, opened on `stack`; `None` without that section."""
+    spec = config.judge.escalate
+    if spec is None:
+        return None
+    if spec.kind == "jev":
+        from ..jev import JudgeClient
+
+        return await stack.enter_async_context(JudgeClient(base_url=spec.base_url, model=spec.name))
+    from ..judge import ModelJudgeClient
+
+    provider = spec.provider or config.model.provider
+    model = await _open_model(stack, provider, spec.name, spec.base_url, local_slots)
+    return ModelJudgeClient(model)
 
 
 async def _open_model(
