@@ -362,6 +362,20 @@ class CallAdvisorChain:
                 return advisor
         return None
 
+    def with_trace_parent(self, parent: Context | None) -> CallAdvisorChain:
+        """This chain with `parent` as the parent of the spans opened below it.
+
+        A streaming advisor that opens a span cannot make it current across its `yield`s (the
+        context would leak into the consumer), so it hands the span's context down this way.
+        """
+        terminal = self._terminal
+        return CallAdvisorChain(
+            self._advisors,
+            ModelLink(terminal.model, terminal.telemetry, parent=parent),
+            index=self._index,
+            trace_advisors=self._trace_advisors,
+        )
+
     def copy(self, advisor: CallAdvisor) -> CallAdvisorChain:
         """The chain of the advisors after `advisor` (and the model).
 
