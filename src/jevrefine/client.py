@@ -33,6 +33,8 @@ from .advisors.chain import (
     CallAdvisorChain,
     ModelLink,
     check_advisor,
+    close_streams,
+    closing_stream,
     sort_advisors,
 )
 from .advisors.tool_calling import ToolCallingAdvisor
@@ -49,7 +51,15 @@ from .messages import (
     user_options_from_kwargs,
 )
 from .models.base import ChatModel
-from .streaming import FLUSH, AttemptStarted, Completed, StreamEvent, TextDelta, attach_sink
+from .streaming import (
+    FLUSH,
+    AttemptStarted,
+    Completed,
+    EventSink,
+    StreamEvent,
+    TextDelta,
+    attach_sink,
+)
 from .structured import output_spec
 from .telemetry import ERROR_TYPE, CaptureMode, Telemetry, error_type_of
 
@@ -252,6 +262,8 @@ class ChatClient:
             _mark_failed(span, exc)
             raise
         finally:
+            # A consumer that left early: the model's stream (and its connection) closes now.
+            await close_streams(request)
             span.end()
 
     async def _stream_events(self, spec: PromptSpec) -> AsyncIterator[StreamEvent]:
@@ -260,23 +272,23 @@ class ChatClient:
         started = False
         chunks: list[ChatResponse] = []
         context = request.context
-        async for chunk in self._stream(spec, request):
-            # The sink's events happened before this chunk was yielded: they go first.
-            for event in sink.drain():
-                started = started or isinstance(event, AttemptStarted)
-                yield event
-            response = chunk.chat_response
-            if response is FLUSH:
-                continue
-            chunks.append(response)
-            context = chunk.context
-            # A live self-refine has shown its text as events already.
-            text = response.results[0].output.text if response.results and not sink.live else ""
-            if text:
-                if not started:  # no self-refine: one attempt
-                    started = True
-                    yield AttemptStarted(1)
-                yield TextDelta(sink.attempt, text)
+        async with closing_stream(self._stream(spec, request)) as stream:
+            async for chunk in stream:
+                # The sink's events happened before this chunk was yielded: they go first.
+                for event in sink.drain():
+                    started = started or isinstance(event, AttemptStarted)
+                    yield event
+                response = chunk.chat_response
+                if response is FLUSH:
+                    continue
+                chunks.append(response)
+                context = chunk.context
+                text = _shown_text(response, sink)
+                if text:
+                    if not started:  # no self-refine: one attempt
+                        started = True
+                        yield AttemptStarted(1)
+                    yield TextDelta(sink.attempt, text)
         for event in sink.drain():
             started = started or isinstance(event, AttemptStarted)
             yield event
@@ -287,6 +299,13 @@ class ChatClient:
     def __repr__(self) -> str:
         names = ", ".join(a.name for a in self._advisors)
         return f"ChatClient({self._model!r}, advisors=[{names}])"
+
+
+def _shown_text(response: ChatResponse, sink: EventSink) -> str:
+    """The text of a chunk that a `stream_events()` consumer has not seen yet."""
+    if sink.live or not response.results:
+        return ""  # a live self-refine has shown its text as events already
+    return response.results[0].output.text
 
 
 def _mark_failed(span: trace.Span, exc: BaseException) -> None:
@@ -471,7 +490,8 @@ class PromptSpec:
         return self._client._stream(self)
 
     async def _stream_text(self) -> AsyncIterator[str]:
-        async for chunk in self._client._stream(self):
-            results = chunk.chat_response.results
-            if results and results[0].output.text:
-                yield results[0].output.text
+        async with closing_stream(self._client._stream(self)) as stream:
+            async for chunk in stream:
+                results = chunk.chat_response.results
+                if results and results[0].output.text:
+                    yield results[0].output.text
