@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import shutil
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -295,3 +298,107 @@ async def test_the_fastapi_response_stops_at_a_disconnect_under_asgi_2_4() -> No
         await EventStreamResponse(body(), media_type="text/event-stream")(scope, receive, send)
     assert body_closed.is_set()
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+
+
+# -- the page, in a real browser -------------------------------------------------------------
+
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "streaming-live.png"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+RECORD_VIOLATIONS = (
+    "window.__violations = [];"
+    "document.addEventListener('securitypolicyviolation', e =>"
+    " window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
+def _chromium() -> str:
+    found = os.environ.get("JEVREFINE_CHROMIUM") or shutil.which("chromium")
+    if found and os.access(found, os.X_OK):
+        return found
+    reason = "no chromium (apt-get install chromium, or set JEVREFINE_CHROMIUM)"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI must run the browser tests: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("example", "serve"), APPS)
+async def test_the_page_renders_a_live_refinement_in_a_real_browser(
+    example: str,
+    serve: Serve,
+    backend: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Promise: in headless Chromium, the page shows the first attempt's text while it is being
+    judged, then strikes it through with the judge's feedback, shows the second, and ends with
+    the returned answer; it loads nothing but itself and the stream, and no script fails."""
+    playwright_api = pytest.importorskip("playwright.async_api")
+    executable = _chromium()
+    release = threading.Event()
+    judge = backend.answer
+
+    async def judged_after_release(state: Any, questions: dict[str, Any]) -> dict[str, float]:
+        # The first verdict waits until the browser has shown the first attempt's text.
+        if state["assistant_answer"] == WRONG:
+            for _ in range(1000):  # bounded: 10 s
+                if release.is_set():
+                    break
+                await asyncio.sleep(0.01)
+        return await judge(state, questions)
+
+    backend.jev_server.answer = judged_after_release
+    app = load_example(example, monkeypatch).create_app(backend.open_client)
+    async with serve(app) as url, playwright_api.async_playwright() as driver:
+        browser = await driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            context = await browser.new_context(viewport={"width": 900, "height": 560})
+            await context.add_init_script(RECORD_VIOLATIONS)
+            page = await context.new_page()
+            requests: list[str] = []
+            errors: list[str] = []
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+
+            async def only_the_app(route: Any) -> None:
+                if route.request.url.startswith(url):
+                    await route.continue_()
+                else:
+                    await route.abort()
+
+            await context.route("**/*", only_the_app)
+            await page.goto(f"{url}/?prompt={quote('What is the capital of France?')}")
+
+            first = page.locator("#attempt-1 .text")
+            await page.wait_for_function(
+                "t => document.querySelector('#attempt-1 .text')?.textContent === t",
+                arg=WRONG,
+                timeout=10_000,
+            )
+            # Shown while the judge still holds its verdict: live, not after the fact.
+            assert "rejected" not in (await page.locator("#attempt-1").get_attribute("class"))
+            release.set()
+            await page.locator("#answer").wait_for(state="visible", timeout=10_000)
+
+            assert await page.locator("#answer").text_content() == RIGHT
+            assert await first.text_content() == WRONG
+            assert "rejected" in (await page.locator("#attempt-1").get_attribute("class"))
+            decoration = await first.evaluate("el => getComputedStyle(el).textDecorationLine")
+            assert decoration == "line-through"
+            assert "Wrong" in (await page.locator("#attempt-1 .feedback").text_content() or "")
+            assert await page.locator("#attempt-2 .text").text_content() == RIGHT
+            second = await page.locator("#attempt-2").get_attribute("class")
+            assert "passed" in second
+            assert "rejected" not in second
+            assert "done: passed, 2 attempt(s)" in (await page.locator("#status").text_content())
+
+            assert errors == []
+            assert await page.evaluate("window.__violations") == []
+            assert {r.split("?")[0] for r in requests} == {f"{url}/", f"{url}/refine/stream"}
+            await page.screenshot(path=str(tmp_path / "streaming-live.png"), full_page=True)
+            if example == "fastapi_app":
+                SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+                await page.screenshot(path=str(SCREENSHOT), full_page=True)
+            await context.close()
+        finally:
+            await browser.close()

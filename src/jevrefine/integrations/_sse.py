@@ -145,6 +145,7 @@ button { font: inherit; padding: .4rem 1rem; }
 .attempt .feedback { font-size: .85rem; color: #a33; white-space: pre-wrap; }
 .attempt.passed { border-color: #4a4; }
 #answer { white-space: pre-wrap; border: 1px solid #4a4; padding: .6rem .8rem; }
+#answer::before { content: "answer"; display: block; font-size: .8rem; color: #666; }
 #answer:empty { display: none; }
 #status { font-size: .85rem; color: #666; }
 """
