@@ -29,6 +29,8 @@ from ._request import ChatClientRequest, ChatClientResponse
 from .messages import ChatResponse
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .judge.verdict import Verdict
 
 __all__ = [
@@ -136,11 +138,14 @@ class EventSink:
         """Queue `event` for the consumer."""
         self._events.append(event)
 
-    def drain(self) -> list[StreamEvent]:
+    def drain(self) -> Sequence[StreamEvent]:
         """The queued events, oldest first; the queue is left empty."""
-        events = list(self._events)
-        self._events.clear()
-        return events
+        events = self._events
+        if not events:
+            return ()  # the usual case, once per chunk: no list made
+        drained = list(events)
+        events.clear()
+        return drained
 
     @property
     def held(self) -> bool:

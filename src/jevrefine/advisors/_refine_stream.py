@@ -100,16 +100,10 @@ def refine_stream(
 ) -> AsyncIterator[ChatClientResponse]:
     """The stream of `advisor` for `request`: the returned answer's chunks (and `FLUSH` ones).
 
-    Raises (at the first item):
+    Raises (when called, which the chain does as it reaches the advisor):
         NotImplementedError: `stream_mode` is `None` (the chain names the advisor).
         UserError: live mode without `stream_events()`, which alone can show rejected attempts.
     """
-    return _refine_stream(advisor, request, chain)
-
-
-async def _refine_stream(
-    advisor: SelfRefineAdvisor, request: ChatClientRequest, chain: CallAdvisorChain
-) -> AsyncIterator[ChatClientResponse]:
     from .self_refine import _Loop  # a cycle at import time: self_refine imports this module
 
     mode = advisor.stream_mode
@@ -126,25 +120,24 @@ async def _refine_stream(
         )
     # A guardrail screening the output must see the answer before any of it is shown.
     live = mode == "live" and sink is not None and not sink.held
-    if live and sink is not None:
-        sink.live = True
-    telemetry = chain.telemetry
-    loop = _Loop(request, chain.copy(advisor), telemetry)
-    span = start_loop(telemetry, advisor.max_repeat_attempts, chain.trace_parent)
-    run = _StreamRun(advisor, loop, sink, live, trace.set_span_in_context(span, chain.trace_parent))
-    try:
-        async for chunk in run.attempts():
-            yield chunk
-    except BaseException as exc:
-        end_loop(telemetry, span, len(loop.attempts), loop.outcome, exc)
-        raise
-    end_loop(telemetry, span, len(loop.attempts), loop.outcome)
+    loop = _Loop(request, chain.copy(advisor), chain.telemetry)
+    return _StreamRun(advisor, loop, sink, live, chain.trace_parent).stream()
 
 
 class _StreamRun:
     """One streamed refinement: its attempts' chunks, the events, and how it ends."""
 
-    __slots__ = ("advisor", "chunks", "live", "loop", "parent", "rejected", "sink")
+    __slots__ = (
+        "advisor",
+        "chunks",
+        "flush",
+        "joined",
+        "live",
+        "loop",
+        "parent",
+        "rejected",
+        "sink",
+    )
 
     def __init__(
         self,
@@ -152,7 +145,7 @@ class _StreamRun:
         loop: _Loop,
         sink: EventSink | None,
         live: bool,
-        parent: Context,
+        parent: Context | None,
     ) -> None:
         self.advisor = advisor
         self.loop = loop
@@ -160,16 +153,36 @@ class _StreamRun:
         self.live = live
         self.parent = parent
         self.chunks: dict[int, list[ChatClientResponse]] = {}
+        self.joined: dict[int, ChatResponse] = {}
+        """Each attempt's chunks joined (before the usage is summed)."""
         self.rejected: set[int] = set()
+        # One flush chunk for the whole run: it carries nothing, so it can be yielded again.
+        self.flush = ChatClientResponse(FLUSH, loop.request.context)
 
     def emit(self, event: StreamEvent) -> ChatClientResponse | None:
         """Queue `event`; the `FLUSH` chunk to yield so it is delivered now (None: no sink)."""
         if self.sink is None:
             return None
         self.sink.emit(event)
-        return ChatClientResponse(FLUSH, self.loop.request.context)
+        return self.flush
 
-    async def attempts(self) -> AsyncIterator[ChatClientResponse]:
+    async def stream(self) -> AsyncIterator[ChatClientResponse]:
+        """The attempts inside the loop's span (started here: only once iterated)."""
+        telemetry = self.loop.telemetry
+        if self.live and self.sink is not None:
+            self.sink.live = True
+        span = start_loop(telemetry, self.advisor.max_repeat_attempts, self.parent)
+        # The attempts' spans nest under the loop's.
+        self.parent = trace.set_span_in_context(span, self.parent)
+        try:
+            async for chunk in self._attempts():
+                yield chunk
+        except BaseException as exc:
+            end_loop(telemetry, span, len(self.loop.attempts), self.loop.outcome, exc)
+            raise
+        end_loop(telemetry, span, len(self.loop.attempts), self.loop.outcome)
+
+    async def _attempts(self) -> AsyncIterator[ChatClientResponse]:
         """Run attempts until one passes, they run out, or one is not to be judged."""
         advisor, loop = self.advisor, self.loop
         request = loop.request
@@ -197,6 +210,7 @@ class _StreamRun:
                 async for chunk in self._generate(attempt_request, span, number):
                     yield chunk
                 response = _whole(self.chunks[number], attempt_request)
+                self.joined[number] = response.chat_response
                 calls = earlier_calls + tool_calls_from_records(records)
                 verdict, outcome = await self._judge(number, span, attempt_request, response, calls)
             except BaseException as exc:
@@ -342,7 +356,7 @@ class _StreamRun:
         for chunk in chunks:
             yield ChatClientResponse(chunk.chat_response, final.context)
         usage = final.chat_response.metadata.usage
-        if _whole(chunks, self.loop.request).chat_response.metadata.usage != usage:
+        if self.joined[number].metadata.usage != usage:
             # Joined chunks report the last usage seen: one empty chunk carries the sum over
             # the attempts, as call()'s response does.
             yield ChatClientResponse(_usage_chunk(final.chat_response), final.context)

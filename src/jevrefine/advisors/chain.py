@@ -225,6 +225,8 @@ class ModelLink:
         prompt = self.prepare(request)
         recorder = self._recorder(request, prompt, stream=True)
         chunks: list[ChatResponse] = []
+        # The joined response is for the span alone: without telemetry, no need to keep chunks.
+        keep = self.telemetry.active()
         try:
             try:
                 iterator = self.model.stream(prompt)
@@ -233,7 +235,8 @@ class ModelLink:
             # Closed with this generator: the adapter closes its HTTP stream at once.
             async with closing_stream(iterator) as model_stream:
                 async for chunk in model_stream:
-                    chunks.append(chunk)
+                    if keep:
+                        chunks.append(chunk)
                     yield ChatClientResponse(chunk, request.context)
         except BaseException as exc:
             recorder.fail(exc)
