@@ -130,6 +130,7 @@ class _StreamRun:
     __slots__ = (
         "advisor",
         "chunks",
+        "first",
         "flush",
         "joined",
         "live",
@@ -137,6 +138,7 @@ class _StreamRun:
         "parent",
         "rejected",
         "sink",
+        "started",
     )
 
     def __init__(
@@ -158,6 +160,10 @@ class _StreamRun:
         self.rejected: set[int] = set()
         # One flush chunk for the whole run: it carries nothing, so it can be yielded again.
         self.flush = ChatClientResponse(FLUSH, loop.request.context)
+        self.started = 0.0
+        """When the current attempt was asked for (`perf_counter`)."""
+        self.first = True
+        """Whether the current attempt's first chunk is still to come."""
 
     def emit(self, event: StreamEvent) -> ChatClientResponse | None:
         """Queue `event`; the `FLUSH` chunk to yield so it is delivered now (None: no sink)."""
@@ -207,8 +213,13 @@ class _StreamRun:
                 flush = self.emit(AttemptStarted(number))
                 if flush is not None:
                     yield flush
-                async for chunk in self._generate(attempt_request, span, number):
-                    yield chunk
+                # Per chunk, only `_take` runs (no generator of its own: a hop per chunk).
+                self._begin(number, span)
+                rest = loop.rest.with_trace_parent(trace.set_span_in_context(span, self.parent))
+                async for chunk in rest.next_stream(attempt_request):
+                    flush = self._take(number, span, chunk)
+                    if flush is not None:
+                        yield flush
                 response = _whole(self.chunks[number], attempt_request)
                 self.joined[number] = response.chat_response
                 calls = earlier_calls + tool_calls_from_records(records)
@@ -223,7 +234,7 @@ class _StreamRun:
             if flush is not None:
                 yield flush
             if outcome is not None:  # passed, skipped or unjudged: this attempt is the answer
-                async for chunk in self._returned(loop.finish(response, outcome, number), number):
+                for chunk in self._returned(loop.finish(response, outcome, number), number):
                     yield chunk
                 return
             assert verdict is not None
@@ -239,8 +250,9 @@ class _StreamRun:
             previous = (verdict, loop.attempts[-1].answer)
             if self.live and number <= advisor.max_repeat_attempts:
                 # Another attempt follows: the UI strikes this one as the next one starts.
-                async for chunk in self._reject(number, verdict):
-                    yield chunk
+                flush = self._reject(number, verdict)
+                if flush is not None:
+                    yield flush
         # Raises SelfRefineFailedError when asked to; otherwise the best attempt's response.
         final = advisor._exhausted(loop)
         report = loop.request.context[context_keys.REFINE_REPORT]
@@ -248,39 +260,35 @@ class _StreamRun:
         if self.live:
             for attempt in loop.attempts:
                 if attempt.index != chosen and attempt.verdict is not None:
-                    async for chunk in self._reject(attempt.index, attempt.verdict):
-                        yield chunk
-        async for chunk in self._returned(final, chosen):
-            yield chunk
-
-    async def _generate(
-        self, request: ChatClientRequest, span: Span, number: int
-    ) -> AsyncIterator[ChatClientResponse]:
-        """Stream attempt `number` from the rest of the chain into `self.chunks[number]`.
-
-        Yields only `FLUSH` chunks: live text (as events) and inner advisors' events.
-        """
-        chunks: list[ChatClientResponse] = []
-        self.chunks[number] = chunks
-        # The model's and the tools' spans nest under the attempt's, as in call().
-        rest = self.loop.rest.with_trace_parent(trace.set_span_in_context(span, self.parent))
-        started = time.perf_counter()
-        first = True
-        async for chunk in rest.next_stream(request):
-            if chunk.chat_response is FLUSH:
-                if self.sink is not None:
-                    yield chunk  # an inner advisor's events
-                continue
-            if first:
-                record_time_to_first_chunk(span, time.perf_counter() - started)
-                first = False
-            chunks.append(chunk)
-            if self.live:
-                text = chunk.chat_response.text if chunk.chat_response.results else ""
-                if text:
-                    flush = self.emit(TextDelta(number, text))
+                    flush = self._reject(attempt.index, attempt.verdict)
                     if flush is not None:
                         yield flush
+        for chunk in self._returned(final, chosen):
+            yield chunk
+
+    def _begin(self, number: int, span: Span) -> None:
+        self.chunks[number] = []
+        self.started = time.perf_counter()
+        self.first = True
+
+    def _take(
+        self, number: int, span: Span, chunk: ChatClientResponse
+    ) -> ChatClientResponse | None:
+        """Keep a chunk of attempt `number`; the `FLUSH` chunk to yield for it, if any.
+
+        Live text goes to the sink as an event (the flush delivers it); an inner advisor's
+        flush is passed on.
+        """
+        if chunk.chat_response is FLUSH:
+            return chunk if self.sink is not None else None
+        if self.first:
+            record_time_to_first_chunk(span, time.perf_counter() - self.started)
+            self.first = False
+        self.chunks[number].append(chunk)
+        if not self.live or not chunk.chat_response.results:
+            return None
+        text = chunk.chat_response.results[0].output.text
+        return self.emit(TextDelta(number, text)) if text else None
 
     async def _judge(
         self,
@@ -338,28 +346,24 @@ class _StreamRun:
         loop.responses[number] = response
         return verdict, "passed" if verdict.passed else None
 
-    async def _reject(self, number: int, verdict: Verdict) -> AsyncIterator[ChatClientResponse]:
+    def _reject(self, number: int, verdict: Verdict) -> ChatClientResponse | None:
+        """Reject attempt `number` (once); the flush to yield."""
         if number in self.rejected:
-            return
+            return None
         self.rejected.add(number)
-        flush = self.emit(AttemptRejected(number, verdict.feedback))
-        if flush is not None:
-            yield flush
+        return self.emit(AttemptRejected(number, verdict.feedback))
 
-    async def _returned(
-        self, final: ChatClientResponse, number: int
-    ) -> AsyncIterator[ChatClientResponse]:
+    def _returned(self, final: ChatClientResponse, number: int) -> list[ChatClientResponse]:
         """The returned attempt's chunks, with the final context and the summed usage."""
         if self.sink is not None:
             self.sink.attempt = number
-        chunks = self.chunks[number]
-        for chunk in chunks:
-            yield ChatClientResponse(chunk.chat_response, final.context)
-        usage = final.chat_response.metadata.usage
-        if self.joined[number].metadata.usage != usage:
+        context = final.context
+        chunks = [ChatClientResponse(c.chat_response, context) for c in self.chunks[number]]
+        if self.joined[number].metadata.usage != final.chat_response.metadata.usage:
             # Joined chunks report the last usage seen: one empty chunk carries the sum over
             # the attempts, as call()'s response does.
-            yield ChatClientResponse(_usage_chunk(final.chat_response), final.context)
+            chunks.append(ChatClientResponse(_usage_chunk(final.chat_response), context))
+        return chunks
 
 
 def _whole(chunks: Sequence[ChatClientResponse], request: ChatClientRequest) -> ChatClientResponse:
