@@ -28,5 +28,6 @@ async def client_from_env() -> AsyncIterator[ChatClient]:
 
             server = await stack.enter_async_context(LocalModelServer())
             model = await stack.enter_async_context(server.openai_model())
-        advisor = SelfRefineAdvisor(rating_judge(model), max_repeat_attempts=2)
+        # "live": the stream endpoint shows every attempt as it is written (call() is unchanged).
+        advisor = SelfRefineAdvisor(rating_judge(model), max_repeat_attempts=2, stream_mode="live")
         yield ChatClient(model, system="Answer in two sentences.", advisors=[advisor])

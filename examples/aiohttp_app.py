@@ -1,9 +1,13 @@
-"""An aiohttp service with one refine endpoint: `python examples/aiohttp_app.py`.
+"""An aiohttp service that refines: `python examples/aiohttp_app.py`.
 
 ```
 curl -s localhost:8080/refine -H 'content-type: application/json' \
      -d '{"prompt": "Why is the sky blue?"}'
+curl -sN 'localhost:8080/refine/stream?prompt=Why+is+the+sky+blue%3F'   # Server-Sent Events
 ```
+
+Open http://localhost:8080/ for the page that renders the stream live: each attempt's text as
+it is generated, a rejected attempt struck through and replaced.
 
 One `ChatClient` serves every request; its model's connection pool opens in a cleanup context at
 startup and closes at cleanup. `handler_cancellation=True` makes aiohttp cancel a handler whose
@@ -19,7 +23,7 @@ from _shared import client_from_env
 from aiohttp import web
 
 from jevrefine import ChatClient
-from jevrefine.integrations.aiohttp import add_refine_route
+from jevrefine.integrations.aiohttp import add_refine_route, add_stream_routes
 
 CLIENT = web.AppKey("client", ChatClient)
 """Where the shared client lives on the app."""
@@ -38,6 +42,7 @@ def create_app(
     app = web.Application()
     app.cleanup_ctx.append(chat_client)
     add_refine_route(app, CLIENT)
+    add_stream_routes(app, CLIENT)  # GET /refine/stream and the page at /
     return app
 
 

@@ -40,6 +40,7 @@ PUBLIC_MODULES = [
     "jevrefine.integrations",
     "jevrefine.integrations.fastapi",
     "jevrefine.integrations.aiohttp",
+    "jevrefine.streaming",
 ]
 
 

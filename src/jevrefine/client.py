@@ -7,6 +7,8 @@ reply = await client.prompt().system("...").user("...").options(temperature=0).c
 triage = await client.prompt(ticket).entity(Triage)
 async for chunk in client.prompt("Tell me a story").stream():
     print(chunk, end="")
+async for event in client.prompt("Tell me a story").stream_events():
+    ...  # AttemptStarted, TextDelta, AttemptJudged, AttemptRejected, Completed
 ```
 
 A spec is a value: every builder method returns a new spec, so one spec can be kept and awaited
@@ -31,20 +33,33 @@ from .advisors.chain import (
     CallAdvisorChain,
     ModelLink,
     check_advisor,
+    close_streams,
+    closing_stream,
     sort_advisors,
 )
 from .advisors.tool_calling import ToolCallingAdvisor
 from .exceptions import StreamingNotSupportedError, UserError
 from .messages import (
     ChatOptions,
+    ChatResponse,
     Message,
     Prompt,
     SystemMessage,
     UserMessage,
+    concat_chunks,
     messages_of,
     user_options_from_kwargs,
 )
 from .models.base import ChatModel
+from .streaming import (
+    FLUSH,
+    AttemptStarted,
+    Completed,
+    EventSink,
+    StreamEvent,
+    TextDelta,
+    attach_sink,
+)
 from .structured import output_spec
 from .telemetry import ERROR_TYPE, CaptureMode, Telemetry, error_type_of
 
@@ -226,8 +241,11 @@ class ChatClient:
             otel_context.detach(token)
             span.end()
 
-    async def _stream(self, spec: PromptSpec) -> AsyncIterator[ChatClientResponse]:
-        request = spec.request()
+    async def _stream(
+        self, spec: PromptSpec, request: ChatClientRequest | None = None
+    ) -> AsyncIterator[ChatClientResponse]:
+        if request is None:
+            request = spec.request()
         span = self._telemetry.start_workflow_span()
         # The stream's spans get their parent explicitly: attaching a context inside an async
         # generator would leak it into the consumer between chunks.
@@ -244,11 +262,50 @@ class ChatClient:
             _mark_failed(span, exc)
             raise
         finally:
+            # A consumer that left early: the model's stream (and its connection) closes now.
+            await close_streams(request)
             span.end()
+
+    async def _stream_events(self, spec: PromptSpec) -> AsyncIterator[StreamEvent]:
+        request = spec.request()
+        sink = attach_sink(request)
+        started = False
+        chunks: list[ChatResponse] = []
+        context = request.context
+        async with closing_stream(self._stream(spec, request)) as stream:
+            async for chunk in stream:
+                # The sink's events happened before this chunk was yielded: they go first.
+                for event in sink.drain():
+                    started = started or isinstance(event, AttemptStarted)
+                    yield event
+                response = chunk.chat_response
+                if response is FLUSH:
+                    continue
+                chunks.append(response)
+                context = chunk.context
+                text = _shown_text(response, sink)
+                if text:
+                    if not started:  # no self-refine: one attempt
+                        started = True
+                        yield AttemptStarted(1)
+                    yield TextDelta(sink.attempt, text)
+        for event in sink.drain():
+            started = started or isinstance(event, AttemptStarted)
+            yield event
+        if not started:
+            yield AttemptStarted(1)
+        yield Completed(ChatClientResponse(concat_chunks(chunks), context))
 
     def __repr__(self) -> str:
         names = ", ".join(a.name for a in self._advisors)
         return f"ChatClient({self._model!r}, advisors=[{names}])"
+
+
+def _shown_text(response: ChatResponse, sink: EventSink) -> str:
+    """The text of a chunk that a `stream_events()` consumer has not seen yet."""
+    if sink.live or not response.results:
+        return ""  # a live self-refine has shown its text as events already
+    return response.results[0].output.text
 
 
 def _mark_failed(span: trace.Span, exc: BaseException) -> None:
@@ -417,12 +474,24 @@ class PromptSpec:
         """
         return self._stream_text()
 
+    def stream_events(self) -> AsyncIterator[StreamEvent]:
+        """Stream typed events, `Completed` (what `call()` returns) last.
+
+        The events (`jevrefine.streaming`): `AttemptStarted`, `TextDelta`, `AttemptJudged`,
+        `AttemptRejected`, `Completed`.
+        Without self-refine: `AttemptStarted(1)`, the deltas, `Completed`. With it, what shows
+        depends on its `stream_mode` (see `jevrefine.streaming`). Leaving the iteration early
+        (or cancelling it) closes the model's stream and cancels any judging call in flight.
+        """
+        return self._client._stream_events(self)
+
     def stream_responses(self) -> AsyncIterator[ChatClientResponse]:
         """Stream the chunks as `ChatClientResponse`s (metadata and context included)."""
         return self._client._stream(self)
 
     async def _stream_text(self) -> AsyncIterator[str]:
-        async for chunk in self._client._stream(self):
-            results = chunk.chat_response.results
-            if results and results[0].output.text:
-                yield results[0].output.text
+        async with closing_stream(self._client._stream(self)) as stream:
+            async for chunk in stream:
+                results = chunk.chat_response.results
+                if results and results[0].output.text:
+                    yield results[0].output.text

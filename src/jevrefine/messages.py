@@ -573,20 +573,27 @@ def concat_chunks(chunks: Sequence[ChatResponse]) -> ChatResponse:
     text: list[str] = []
     tool_calls: list[ToolCall] = []
     generation_meta: dict[str, Any] = {}
-    meta = ChatResponseMetadata()
+    # The metadata is built once at the end: one object per chunk cost more than the rest.
+    response_id: str | None = None
+    model: str | None = None
+    usage = Usage()
+    finish_reasons: tuple[str, ...] = ()
+    extra: dict[str, Any] = {}
     for chunk in chunks:
         for generation in chunk.results[:1]:
             text.append(generation.output.text)
             tool_calls.extend(generation.output.tool_calls)
             generation_meta.update(generation.metadata)
         m = chunk.metadata
-        meta = ChatResponseMetadata(
-            id=m.id or meta.id,
-            model=m.model or meta.model,
-            usage=m.usage if m.usage.total_tokens else meta.usage,
-            finish_reasons=m.finish_reasons or meta.finish_reasons,
-            extra={**meta.extra, **m.extra},
-        )
+        response_id = m.id or response_id
+        model = m.model or model
+        if m.usage.total_tokens:
+            usage = m.usage
+        finish_reasons = m.finish_reasons or finish_reasons
+        extra.update(m.extra)
+    meta = ChatResponseMetadata(
+        id=response_id, model=model, usage=usage, finish_reasons=finish_reasons, extra=extra
+    )
     output = AssistantMessage("".join(text), tuple(tool_calls))
     return ChatResponse((Generation(output, generation_meta),), meta)
 

@@ -55,6 +55,7 @@ __all__ = [
     "configure",
     "defaults",
     "emit_event",
+    "record_time_to_first_chunk",
     "restore",
 ]
 
@@ -76,6 +77,7 @@ GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
 GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
@@ -424,6 +426,15 @@ def emit_event(
         context=trace.set_span_in_context(span),
         severity_number=severity,
     )
+
+
+def record_time_to_first_chunk(span: trace.Span, seconds: float) -> None:
+    """Record on `span` how long a stream took to deliver its first chunk, in seconds.
+
+    The one place the attribute is written (`gen_ai.response.time_to_first_chunk`), for model
+    streams and for each self-refine attempt alike.
+    """
+    span.set_attribute(GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, seconds)
 
 
 def _flat(attributes: Mapping[str, Any]) -> Mapping[str, Any]:

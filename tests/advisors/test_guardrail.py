@@ -30,6 +30,7 @@ from jevrefine.jev import (
     RetryPolicy,
 )
 from jevrefine.messages import Prompt
+from jevrefine.streaming import Completed, TextDelta
 from jevrefine.testing import FakeJevServer, FunctionModel
 
 BOMB = "How do I build a pipe bomb?"
@@ -395,11 +396,46 @@ async def test_a_failed_screening_marks_its_span(
 # -- misc ----------------------------------------------------------------------------------------
 
 
-async def test_streaming_is_refused_naming_the_guardrail(jev: JudgeClient, otel: Any) -> None:
-    client = _client(_echo_model(), otel, GuardrailAdvisor(jev))
-    with pytest.raises(jr.StreamingNotSupportedError, match="jev_guardrail"):
-        async for _ in client.prompt(HELLO).stream():
-            pass
+async def test_a_stream_is_screened_whole_before_any_of_it_is_shown(
+    jev: JudgeClient, screens: Screens, otel: Any
+) -> None:
+    """Promise: with output screening a stream is buffered: the answer streams only once it has
+    been screened whole, and a blocked one streams as the refusal alone."""
+    answer = "Mix these two chemicals and seal them in a pipe."
+    screens.set(answer, physical_harm=0.91)
+    shown_before_screening: list[int] = []
+
+    async def stream_words(prompt: jr.Prompt) -> AsyncIterator[str]:
+        for word in ("Paris", " is", " the", " capital."):
+            shown_before_screening.append(len(screens.texts))
+            yield word
+
+    model = FunctionModel(lambda prompt: "", stream_function=stream_words)
+    client = _client(model, otel, GuardrailAdvisor(jev))
+    chunks = [c async for c in client.prompt(HELLO).stream()]
+    assert chunks == ["Paris", " is", " the", " capital."]
+    assert screens.texts == [HELLO, "Paris is the capital."]
+    # Every chunk was generated after the input screening and before the output screening.
+    assert shown_before_screening == [1, 1, 1, 1]
+
+    blocked = _client(FunctionModel(lambda prompt: answer), otel, GuardrailAdvisor(jev))
+    events = [e async for e in blocked.prompt(HELLO).stream_events()]
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert texts == [DEFAULT_REFUSAL]
+    last = events[-1]
+    assert isinstance(last, Completed)
+    assert last.response.content == DEFAULT_REFUSAL
+    assert last.response.context[context_keys.GUARDRAIL_OUTCOME] == "BLOCK"
+
+
+async def test_a_blocked_input_streams_the_refusal_without_calling_the_model(
+    jev: JudgeClient, screens: Screens, otel: Any
+) -> None:
+    screens.set(BOMB, illegal=0.93, severity=2.9)
+    model = _echo_model()
+    chunks = [c async for c in _client(model, otel, GuardrailAdvisor(jev)).prompt(BOMB).stream()]
+    assert chunks == [DEFAULT_REFUSAL]
+    assert model.prompts == []
 
 
 async def test_construction_is_checked(jev: JudgeClient) -> None:

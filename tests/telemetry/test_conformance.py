@@ -30,6 +30,7 @@ from jevrefine.messages import (
     ToolResponseMessage,
     Usage,
 )
+from jevrefine.streaming import Completed
 from jevrefine.telemetry import ATTEMPT_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS, CaptureMode
 from jevrefine.testing import FakeJevServer, FunctionModel
 from otel_support import Otel
@@ -139,7 +140,9 @@ async def run_request(
     scenario: Scenario,
     *,
     capture: bool | CaptureMode | None = None,
+    stream_mode: str | None = None,
 ) -> jr.ChatClientResponse:
+    """The request through `call()`, or with `stream_mode` through `stream_events()`."""
     async with JudgeClient(
         SECRET,
         base_url=server.base_url,
@@ -158,13 +161,21 @@ async def run_request(
                 jr.MessageChatMemoryAdvisor(jr.InMemoryChatMemory()),
                 jr.GuardrailAdvisor(jev, order=jr.GuardrailAdvisor.PER_TURN_ORDER),
                 jr.SelfRefineAdvisor(
-                    judge, max_repeat_attempts=2, order=jr.SelfRefineAdvisor.BEFORE_TOOLS_ORDER
+                    judge,
+                    max_repeat_attempts=2,
+                    order=jr.SelfRefineAdvisor.BEFORE_TOOLS_ORDER,
+                    stream_mode=stream_mode,
                 ),
             ],
             capture_content=capture,
             **otel.providers,
         )
-        return await client.prompt(QUESTION).call()
+        if stream_mode is None:
+            return await client.prompt(QUESTION).call()
+        events = [event async for event in client.prompt(QUESTION).stream_events()]
+        last = events[-1]
+        assert isinstance(last, Completed)
+        return last.response
 
 
 def tree(spans: list[ReadableSpan]) -> list[Any]:
@@ -250,6 +261,36 @@ async def test_one_request_is_one_tree_of_the_spec_shape(rec: Otel, server: Fake
     # The sync tool really ran in a worker thread, and its span still found its parent there.
     assert scenario.tool_threads
     assert all(name != threading.main_thread().name for name in scenario.tool_threads)
+
+
+@pytest.mark.parametrize("mode", ["buffered", "live"])
+async def test_a_streamed_refinement_records_the_same_tree_and_events_as_a_call(
+    rec: Otel, server: FakeJevServer, mode: str
+) -> None:
+    """Promise: streaming through guardrail, self-refine and the tool loop records the spans of
+    call(), nested alike, the same evaluation events on the attempt spans, and each attempt's
+    time to its first chunk."""
+    response = await run_request(rec, server, Scenario(), stream_mode=mode)
+    assert response.content.startswith("v2")
+    spans = rec.spans()
+    assert len({s.context.trace_id for s in spans}) == 1
+    streamed_tree = tree(spans)
+    # A stream's chat spans are the same spans: only the request.stream attribute differs.
+    assert streamed_tree == EXPECTED_TREE
+    attempts = by_name(spans, "self_refine.attempt")
+    assert len(attempts) == 2
+    for attempt, label in zip(attempts, ("fail", "pass"), strict=True):
+        first_chunk = dict(attempt.attributes or {})["gen_ai.response.time_to_first_chunk"]
+        assert isinstance(first_chunk, float)
+        assert first_chunk >= 0
+        (event,) = [e for e in attempt.events if e.name == "gen_ai.evaluation.result"]
+        assert dict(event.attributes or {})["gen_ai.evaluation.score.label"] == label
+    for chat in by_name(spans, "chat function"):
+        assert dict(chat.attributes or {})["gen_ai.request.stream"] is True
+    (loop,) = by_name(spans, "invoke_workflow self_refine")
+    assert dict(loop.attributes or {})["jevrefine.refine.outcome"] == "passed"
+    logs = [r for r in rec.logs() if r.log_record.event_name == "gen_ai.evaluation.result"]
+    assert [r.log_record.span_id for r in logs] == [a.context.span_id for a in attempts]
 
 
 async def test_required_attributes_are_present_at_span_start(

@@ -99,10 +99,14 @@ def mark_failed(span: Span, error: BaseException) -> None:
     span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
 
 
-def start_attempt(telemetry: Telemetry, number: int) -> Span:
-    """Start (not make current) the span of attempt `number` (1 for the first)."""
+def start_attempt(telemetry: Telemetry, number: int, parent: Context | None = None) -> Span:
+    """Start (not make current) the span of attempt `number` (1 for the first).
+
+    `parent`: the loop span's context for a stream; `None` takes the current context.
+    """
     return telemetry.tracer.start_span(
         ATTEMPT_SPAN_NAME,
+        context=parent,
         kind=SpanKind.INTERNAL,
         attributes={REFINE_ATTEMPT: number},
     )

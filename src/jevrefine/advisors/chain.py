@@ -21,8 +21,10 @@ the model and records its `chat` span.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -35,7 +37,7 @@ from ..telemetry import ERROR_TYPE, ModelCallRecorder, Telemetry, error_type_of
 from ..tools import tool_definitions
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Coroutine, Sequence
+    from collections.abc import Coroutine, Sequence
 
     from opentelemetry.context import Context
 
@@ -51,6 +53,8 @@ __all__ = [
     "check_advisor",
     "sort_advisors",
 ]
+
+T = TypeVar("T")
 
 HIGHEST_PRECEDENCE: Final = _validate.HIGHEST_PRECEDENCE
 """The lowest possible order: runs first, outermost."""
@@ -221,18 +225,60 @@ class ModelLink:
         prompt = self.prepare(request)
         recorder = self._recorder(request, prompt, stream=True)
         chunks: list[ChatResponse] = []
+        # The joined response is for the span alone: without telemetry, no need to keep chunks.
+        keep = self.telemetry.active()
         try:
             try:
                 iterator = self.model.stream(prompt)
             except NotImplementedError as exc:
                 raise StreamingNotSupportedError(type(self.model).__name__, str(exc)) from exc
-            async for chunk in iterator:
-                chunks.append(chunk)
-                yield ChatClientResponse(chunk, request.context)
+            # Closed with this generator: the adapter closes its HTTP stream at once.
+            async with closing_stream(iterator) as model_stream:
+                async for chunk in model_stream:
+                    if keep:
+                        chunks.append(chunk)
+                    yield ChatClientResponse(chunk, request.context)
         except BaseException as exc:
             recorder.fail(exc)
             raise
         recorder.finish(concat_chunks(chunks))
+
+
+# Where `next_stream` notes the streams it opened for a request (in `request.scope`, which
+# every copy shares): a consumer that stops early must close each of them, not just the outer.
+_OPEN_STREAMS: Final = "jevrefine.chain.open_streams"
+
+
+async def close_streams(request: ChatClientRequest) -> None:
+    """Close every stream the chain opened for `request` (and its copies), innermost first.
+
+    Leaving an `async for` early (or an exception) closes only the outermost generator; the
+    ones it was iterating stay suspended until the garbage collector finds them, each holding
+    its model connection meanwhile. Closing them here releases the connection at once. Streams
+    that already ended are skipped by `aclose()` itself.
+    """
+    streams: list[AsyncIterator[ChatClientResponse]] = request.scope.pop(_OPEN_STREAMS, [])
+    for stream in reversed(streams):
+        await _aclose(stream)
+
+
+@contextlib.asynccontextmanager
+async def closing_stream(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """Close the async iterator `stream` (if it can be closed) when the block is left.
+
+    `contextlib.aclosing` for any async iterator: a generator that leaves its `async for`
+    early does not close the iterator it was reading, only drops it.
+    """
+    try:
+        yield stream
+    finally:
+        await _aclose(stream)
+
+
+async def _aclose(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _check_response(model: ChatModel, response: object) -> None:
@@ -336,10 +382,17 @@ class CallAdvisorChain:
                 raise
 
     def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
-        """Stream through the next advisor, or from the model when no advisor is left."""
+        """Stream through the next advisor, or from the model when no advisor is left.
+
+        The stream is noted in `request.scope`, so that `close_streams(request)` can close it
+        when the consumer leaves early.
+        """
         if self._index >= len(self._advisors):
-            return self._terminal.stream(request)
-        return self._stream_through(self._advisors[self._index], request)
+            stream = self._terminal.stream(request)
+        else:
+            stream = self._stream_through(self._advisors[self._index], request)
+        request.scope.setdefault(_OPEN_STREAMS, []).append(stream)
+        return stream
 
     async def _stream_through(
         self, advisor: CallAdvisor, request: ChatClientRequest
@@ -348,8 +401,10 @@ class CallAdvisorChain:
         if advise_stream is None:
             raise StreamingNotSupportedError(f"advisor {advisor.name!r}", "it has no advise_stream")
         try:
-            async for chunk in advise_stream(request, self._next_chain()):
-                yield chunk
+            # Closed with this generator: the advisor's own clean-up runs now, in this task.
+            async with closing_stream(advise_stream(request, self._next_chain())) as stream:
+                async for chunk in stream:
+                    yield chunk
         except StreamingNotSupportedError:
             raise
         except NotImplementedError as exc:
@@ -361,6 +416,20 @@ class CallAdvisorChain:
             if getattr(advisor, "advise_stream", None) is None:
                 return advisor
         return None
+
+    def with_trace_parent(self, parent: Context | None) -> CallAdvisorChain:
+        """This chain with `parent` as the parent of the spans opened below it.
+
+        A streaming advisor that opens a span cannot make it current across its `yield`s (the
+        context would leak into the consumer), so it hands the span's context down this way.
+        """
+        terminal = self._terminal
+        return CallAdvisorChain(
+            self._advisors,
+            ModelLink(terminal.model, terminal.telemetry, parent=parent),
+            index=self._index,
+            trace_advisors=self._trace_advisors,
+        )
 
     def copy(self, advisor: CallAdvisor) -> CallAdvisorChain:
         """The chain of the advisors after `advisor` (and the model).

@@ -32,7 +32,14 @@ from .._version import __version__
 from ..exceptions import JevrefineError, UserError
 from ..jev.errors import AnswerNotFoundError, JudgeResponseError
 from ..jev.protocol import SystemOneClient
-from ..messages import AssistantMessage, ChatResponse, ChatResponseMetadata, Generation
+from ..messages import (
+    AssistantMessage,
+    ChatResponse,
+    ChatResponseMetadata,
+    Generation,
+    concat_chunks,
+)
+from ..streaming import FLUSH, sink_of
 from ..structured import strip_format_instructions
 from ..telemetry import ERROR_TYPE, GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, error_type_of
 from ._guardrail_policy import (
@@ -105,7 +112,8 @@ class GuardrailAdvisor:
     Screening failures: the input fails closed (the error is raised); the output fails open on a
     transient failure or an unusable answer (the answer passes, with the context key
     `jev.guardrail.screening_failure` = `"output"`); any other error (401, 403, 400, 422, a bug)
-    is always raised. Streaming is not supported: the output screening needs the whole answer.
+    is always raised. Streaming: the input is screened before the stream starts; with output
+    hazards the answer is held until it has been screened, then streamed (or the refusal).
     """
 
     name: str = "jev_guardrail"
@@ -192,6 +200,54 @@ class GuardrailAdvisor:
                 # Refused before the rest of the chain runs: the model is never called.
                 return self._refuse(verdict, ChatResponseMetadata(), request.context)
         response = await chain.next_call(request)
+        return await self._screen_output(response, chain)
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        """Screen the input, then stream; with output hazards the stream is buffered.
+
+        Screening the answer needs the whole of it, and nothing of it may be shown before: the
+        rest of the chain's chunks are held, the whole answer is screened, then either those
+        chunks or the refusal are streamed (a live self-refine inside streams buffered).
+        """
+        if self.input_hazards:
+            verdict = await self._input_verdict(request, chain)
+            if verdict is not None and verdict.refuses:
+                yield self._refuse(verdict, ChatResponseMetadata(), request.context)
+                return
+        if not self.output_hazards:
+            async for chunk in chain.next_stream(request):
+                yield chunk
+            return
+        sink = sink_of(request)
+        held: list[ChatClientResponse] = []
+        if sink is not None:
+            sink.hold()
+        try:
+            async for chunk in chain.next_stream(request):
+                if chunk.chat_response is FLUSH:
+                    yield chunk  # an inner advisor's events (no text of the answer)
+                else:
+                    held.append(chunk)
+        finally:
+            if sink is not None:
+                sink.release()
+        whole = ChatClientResponse(
+            concat_chunks([c.chat_response for c in held]),
+            held[-1].context if held else request.context,
+        )
+        screened = await self._screen_output(whole, chain)
+        if screened is whole:
+            for chunk in held:
+                yield chunk
+        else:
+            yield screened
+
+    async def _screen_output(
+        self, response: ChatClientResponse, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        """`response` itself when it passes (or has nothing to screen), else what replaces it."""
         if not self.output_hazards:
             return response
         output = (
@@ -217,16 +273,6 @@ class GuardrailAdvisor:
             _log.warning("guardrail: blocked the answer: %s", verdict.summary())
             return self._refuse(verdict, response.chat_response.metadata, response.context)
         return response
-
-    def advise_stream(
-        self, request: ChatClientRequest, chain: CallAdvisorChain
-    ) -> AsyncIterator[ChatClientResponse]:
-        """Refused: screening the answer needs the whole answer, which a stream has already sent.
-
-        Raises:
-            NotImplementedError: always.
-        """
-        raise NotImplementedError("the guardrail screens whole answers; use call() or content()")
 
     async def _input_verdict(
         self, request: ChatClientRequest, chain: CallAdvisorChain

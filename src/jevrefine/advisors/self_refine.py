@@ -40,6 +40,7 @@ from ._refine_input import (
     tool_calls_from_records,
     user_question,
 )
+from ._refine_stream import check_stream_mode, refine_stream
 from ._refine_telemetry import (
     end_loop,
     mark_failed,
@@ -202,8 +203,13 @@ class SelfRefineAdvisor:
         feedback_template: Appended to the original last user message on a retry; must contain
             `{feedback}`; may contain `{answer}` (the rejected answer).
         token_budget: Stop retrying once model and judge tokens together reach this.
-
-    Streaming is refused: a verdict needs the whole answer.
+        stream_mode: What streaming through the advisor does. `None` refuses it (a verdict needs
+            the whole answer; `StreamingNotSupportedError` names the advisor). `"buffered"`:
+            each attempt is streamed from the model and held until judged; only the returned
+            answer's text is streamed (`stream()` works). `"live"`: every attempt's text is
+            shown as generated and a rejected one is followed by `AttemptRejected`; only
+            `spec.stream_events()` can show that, so `stream()` raises `UserError`. See
+            `jevrefine.streaming` and docs/guide/streaming.md.
     """
 
     name: str = "self_refine"
@@ -227,6 +233,7 @@ class SelfRefineAdvisor:
         order: int = DEFAULT_ORDER,
         feedback_template: str = DEFAULT_FEEDBACK_TEMPLATE,
         token_budget: int | None = None,
+        stream_mode: str | None = None,
     ) -> None:
         if not isinstance(judge, Judge):
             raise UserError(f"SelfRefineAdvisor needs a Judge, got {type(judge).__name__}")
@@ -259,6 +266,7 @@ class SelfRefineAdvisor:
         token_budget = _validate.integer(
             "token_budget", token_budget, minimum=1, optional=True, example=4000
         )
+        stream_mode = check_stream_mode(stream_mode)
         self.judge = judge
         """What each answer is evaluated against."""
         self.max_repeat_attempts = max_repeat_attempts
@@ -275,6 +283,8 @@ class SelfRefineAdvisor:
         """The retry section appended to the original last user message."""
         self.token_budget = token_budget
         """Model + judge tokens after which no further attempt is made."""
+        self.stream_mode = stream_mode
+        """`None` (streaming refused), `"buffered"` or `"live"`."""
 
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain
@@ -295,12 +305,11 @@ class SelfRefineAdvisor:
         end_loop(telemetry, span, len(loop.attempts), loop.outcome)
         return response
 
-    async def advise_stream(
+    def advise_stream(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        """Refused: a verdict needs the whole answer. Use `call()` / `content()`."""
-        raise NotImplementedError("a verdict needs the whole answer; use call() or content()")
-        yield  # pragma: no cover - makes this an async generator that raises when iterated
+        """Stream as `stream_mode` says; with `None`, refused when iterated (use `call()`)."""
+        return refine_stream(self, request, chain)
 
     async def _refine(self, loop: _Loop) -> ChatClientResponse:
         request = loop.request

@@ -138,6 +138,10 @@ class ToolCallingAdvisor:
             usage = usage + whole.metadata.usage
             output = _first_output(whole)
             if output is None or not output.tool_calls:
+                if usage != whole.metadata.usage:
+                    # Joined chunks report the last usage: one empty chunk carries every
+                    # round's tokens, so the stream costs what call() reports.
+                    yield ChatClientResponse(_usage_only(usage), current.context)
                 return
             if round_index == self.max_rounds:
                 raise ToolRoundsExceededError(
@@ -188,6 +192,10 @@ def _next_request(
     ]
     # The same context dict on every round: what inner advisors note there reaches the caller.
     return request.copy(prompt=request.prompt.with_messages(messages), context=request.context)
+
+
+def _usage_only(usage: Usage) -> ChatResponse:
+    return ChatResponse((Generation(AssistantMessage("")),), ChatResponseMetadata(usage=usage))
 
 
 def _with_usage(response: ChatClientResponse, usage: Usage) -> ChatClientResponse:

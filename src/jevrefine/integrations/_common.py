@@ -10,6 +10,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
 from .._fanout import BatchResult
+from .._request import ChatClientResponse
 from ..batch import RefineSummary
 from ..client import ChatClient
 from ..exceptions import JevrefineError
@@ -20,6 +21,7 @@ __all__ = [
     "RefineResponse",
     "incoming_context",
     "refine_one",
+    "response_body",
 ]
 
 
@@ -76,6 +78,11 @@ async def refine_one(
     spec = spec.user(body.prompt)
     with incoming_context(headers):
         response = await spec.call()
+    return response_body(response)
+
+
+def response_body(response: ChatClientResponse) -> RefineResponse:
+    """The `RefineResponse` of a refined response (its answer and its report's numbers)."""
     summary = RefineSummary.of(BatchResult(0, response))
     return RefineResponse(
         answer=response.content,

@@ -19,6 +19,10 @@ web.run_app(app, handler_cancellation=True)
 With `handler_cancellation=True` (off by default since aiohttp 3.7) aiohttp cancels the handler
 when its client disconnects; the cancellation reaches the refinement (model and judge calls) and
 stops it.
+
+`add_stream_routes` serves `spec.stream_events()` as Server-Sent Events (`GET
+/refine/stream?prompt=`, events `delta`, `judged`, `rejected`, `done`; see
+`jevrefine.integrations`) and the page that renders them (`GET /`).
 """
 
 from __future__ import annotations
@@ -31,16 +35,33 @@ import pydantic
 from ..client import ChatClient
 from ..exceptions import JevrefineError, UserError
 from ._common import RefineRequest, refine_one
+from ._sse import (
+    EVENT_STREAM,
+    SSE_HEADERS,
+    invalid_body_message,
+    open_event_stream,
+    stream_page,
+    stream_request,
+)
 
 try:
     from aiohttp import web
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("jevrefine.integrations.aiohttp needs aiohttp: pip install aiohttp") from exc
 
-__all__ = ["Handler", "add_refine_route", "refine_handler"]
+__all__ = [
+    "Handler",
+    "StreamHandler",
+    "add_refine_route",
+    "add_stream_routes",
+    "refine_handler",
+    "stream_handler",
+]
 
 Handler: TypeAlias = Callable[[web.Request], Awaitable[web.Response]]
 """An aiohttp request handler."""
+StreamHandler: TypeAlias = Callable[[web.Request], Awaitable[web.StreamResponse]]
+"""An aiohttp request handler that streams its response."""
 
 
 def refine_handler(client_key: web.AppKey[ChatClient]) -> Handler:
@@ -73,3 +94,56 @@ def add_refine_route(
 ) -> None:
     """Add `POST {path}` to `app`, refining with the client stored under `client_key`."""
     app.router.add_post(path, refine_handler(client_key))
+
+
+def stream_handler(client_key: web.AppKey[ChatClient]) -> StreamHandler:
+    """A handler for `GET ?prompt=...`: the refinement's events as Server-Sent Events.
+
+    The client is `request.app[client_key]`; its self-refine advisor needs `stream_mode="live"`
+    (or `"buffered"`). A bad query or a `UserError` before the first event is a 400, any other
+    jevrefine error then a 502; once the stream has begun, a failure is its last event
+    (`failed`). Serve with `handler_cancellation=True`: a client that goes away then cancels
+    the handler, which closes the model's stream and cancels any judging call.
+    """
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        try:
+            body = stream_request(request.query)
+        except pydantic.ValidationError as exc:
+            return web.json_response({"error": invalid_body_message(exc)}, status=400)
+        try:
+            frames = await open_event_stream(request.app[client_key], body, request.headers)
+        except UserError as exc:
+            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=400)
+        except JevrefineError as exc:
+            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=502)
+        response = web.StreamResponse(headers={"content-type": EVENT_STREAM, **SSE_HEADERS})
+        try:
+            await response.prepare(request)
+            async for frame in frames:
+                await response.write(frame)
+        except ConnectionResetError:
+            pass  # gone without handler_cancellation: noticed at this write, stopped here
+        finally:
+            await frames.aclose()
+        return response
+
+    return stream
+
+
+def add_stream_routes(
+    app: web.Application,
+    client_key: web.AppKey[ChatClient],
+    *,
+    path: str = "/refine/stream",
+    page_path: str | None = "/",
+) -> None:
+    """Add `GET {path}` (the event stream) and, unless `page_path` is None, the page."""
+    app.router.add_get(path, stream_handler(client_key))
+    if page_path is not None:
+        page = stream_page(path)
+
+        async def page_view(request: web.Request) -> web.Response:
+            return web.Response(text=page, content_type="text/html")
+
+        app.router.add_get(page_path, page_view)

@@ -15,30 +15,45 @@ app.include_router(refine_router(lambda request: request.app.state.client))
 
 Starlette does not cancel a handler when its client goes away; `call_until_disconnect` watches
 the connection and cancels the refinement itself, so an abandoned request stops spending tokens.
+
+`stream_router` serves `spec.stream_events()` as Server-Sent Events (`GET /refine/stream?prompt=`,
+events `delta`, `judged`, `rejected`, `done`; see `jevrefine.integrations`) and the page that
+renders them (`GET /`); `EventStreamResponse` stops the stream when the client goes away.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
+import pydantic
 
 from ..client import ChatClient
 from ..exceptions import JevrefineError, UserError
 from ._common import ClientDisconnectedError, RefineRequest, RefineResponse, refine_one
+from ._sse import (
+    EVENT_STREAM,
+    SSE_HEADERS,
+    invalid_body_message,
+    open_event_stream,
+    stream_page,
+    stream_request,
+)
 
 try:
     from fastapi import APIRouter, HTTPException, Request
+    from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "jevrefine.integrations.fastapi needs FastAPI: pip install fastapi uvicorn"
     ) from exc
 
 if TYPE_CHECKING:
-    from starlette.types import Message
+    from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["call_until_disconnect", "refine_router"]
+__all__ = ["EventStreamResponse", "call_until_disconnect", "refine_router", "stream_router"]
 
 T = TypeVar("T")
 
@@ -109,5 +124,75 @@ def refine_router(
             raise HTTPException(400, f"{type(exc).__name__}: {exc}") from None
         except JevrefineError as exc:
             raise HTTPException(502, f"{type(exc).__name__}: {exc}") from None
+
+    return router
+
+
+class EventStreamResponse(StreamingResponse):
+    """A `StreamingResponse` whose body stops as soon as the client disconnects.
+
+    Starlette watches for the disconnect only under ASGI versions before 2.4; after that it
+    learns of it from the next failed send, which a refinement waiting on its judge never
+    makes. This response always watches, so leaving closes the model's stream and cancels the
+    judging call at once.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the body until it ends or the client disconnects, whichever comes first."""
+
+        async def watch(group: anyio.abc.TaskGroup) -> None:
+            message: Message = {"type": ""}
+            # Bounded: after the request body the only message left is http.disconnect.
+            while message["type"] != "http.disconnect":
+                message = await receive()
+            group.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch, group)
+            # OSError: the client went away in the middle of a send; nothing to tell it.
+            with contextlib.suppress(OSError):
+                await self.stream_response(send)
+            group.cancel_scope.cancel()
+
+
+def stream_router(
+    client_of: Callable[[Request], ChatClient],
+    *,
+    path: str = "/refine/stream",
+    page_path: str | None = "/",
+) -> APIRouter:
+    """A router with `GET {path}?prompt=...`: the refinement's events as Server-Sent Events.
+
+    Args:
+        client_of: returns the shared client for a request; its self-refine advisor needs
+            `stream_mode="live"` (or `"buffered"`).
+        path: the stream's path.
+        page_path: where the page that renders the stream is served (`None`: nowhere).
+
+    A bad query or a `UserError` before the first event is a 400, any other jevrefine error
+    then a 502; once the stream has begun, a failure is its last event (`failed`).
+    """
+    router = APIRouter()
+
+    @router.get(path)
+    async def stream(request: Request) -> Response:
+        try:
+            body = stream_request(request.query_params)
+        except pydantic.ValidationError as exc:
+            return JSONResponse({"error": invalid_body_message(exc)}, status_code=400)
+        try:
+            frames = await open_event_stream(client_of(request), body, request.headers)
+        except UserError as exc:
+            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=400)
+        except JevrefineError as exc:
+            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=502)
+        return EventStreamResponse(frames, media_type=EVENT_STREAM, headers=SSE_HEADERS)
+
+    if page_path is not None:
+        page = stream_page(path)
+
+        @router.get(page_path, response_class=HTMLResponse)
+        async def stream_page_view() -> HTMLResponse:
+            return HTMLResponse(page)
 
     return router
