@@ -35,6 +35,7 @@ from typing import Final
 import httpx2
 from httpx2._utils import URLPattern, get_environment_proxies
 
+from .. import rate_limit
 from .._transport import KeepAliveTransport, SocketOption
 from .._validate import integer
 from ..exceptions import ResponseTooLargeError
@@ -146,6 +147,10 @@ class _ResponseCap:
         self._error = error
 
     async def __call__(self, response: httpx2.Response) -> None:
+        if response.status_code == 429 and rate_limit.active():
+            # A batch's limiter pauses every call and retries this one: the SDK must not retry
+            # it on its own, at its own pace (both SDKs honour this header).
+            response.headers["x-should-retry"] = "false"
         limit = self._limit
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
