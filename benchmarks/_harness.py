@@ -151,3 +151,13 @@ def emit(markdown: str, data: dict[str, Any], figures: Sequence[dict[str, Any]] 
 def skipped(reason: str) -> dict[str, str]:
     """A contender left out of this run, and why (for the JSON and the report)."""
     return {"skipped": reason}
+
+
+def load_average() -> str:
+    """The machine's 1-, 5- and 15-minute load averages, for the line next to every number: on a
+    shared machine, wall time means little without them (CPU time far less depends on them)."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:  # pragma: no cover - platforms without getloadavg
+        return "unknown"
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"

@@ -3,7 +3,9 @@
 Measures calls per second at concurrency 1 and 64 and the client's CPU time per call. The fake
 server runs in a separate process, so the CPU measured here (this process's) is the client's alone.
 The two clients alternate, A/B then B/A, over several rounds in one run; medians are reported, with
-the ratio JudgeClient / official (higher is better for calls/s, lower for CPU per call).
+the ratio JudgeClient / official (higher is better for calls/s, lower for CPU per call). The
+CPU floor is `benchmarks._floor.FloorClient` posting the same body (asyncio streams, hand-parsed
+HTTP/1.1, no framework); JudgeClient's CPU is also stated as a multiple of it.
 
     python -m benchmarks.bench_judge_client            # full run
     python -m benchmarks.bench_judge_client --quick    # a few seconds
@@ -20,7 +22,8 @@ import anyio
 
 from jevrefine.jev import Choice, JudgeClient, Noul, Score
 
-from ._harness import bar, emit, figure
+from ._floor import FloorClient
+from ._harness import bar, emit, figure, load_average
 from ._servers import serving
 
 STATE = {
@@ -88,7 +91,17 @@ async def run(args: argparse.Namespace) -> None:
         async def call_theirs() -> Any:
             return await theirs.system_one(STATE, their_questions)
 
-        clients = {"jevrefine": call_ours, "typesafe-sdk": call_theirs}
+        floor = FloorClient(url, headers={"authorization": "Bearer bench-key"})
+        wire = {
+            "state": STATE,
+            "model": ours.model,
+            "questions": {k: q.to_wire() for k, q in OUR_QUESTIONS.items()},
+        }
+
+        async def call_floor() -> Any:
+            return await floor.post("/v1/systemone", wire)
+
+        clients = {"floor": call_floor, "jevrefine": call_ours, "typesafe-sdk": call_theirs}
         # Same answers from both: the comparison is meaningless otherwise.
         a, b = await call_ours(), await call_theirs()
         assert a.noul("is_grounded").noul == b.nouls["is_grounded"].noul
@@ -105,6 +118,7 @@ async def run(args: argparse.Namespace) -> None:
                     )
         await ours.aclose()
         await theirs.aclose()
+        await floor.aclose()
 
     lines = [
         "## Jev client: JudgeClient vs the official typesafe-sdk AsyncTypeSafeClient",
@@ -112,7 +126,8 @@ async def run(args: argparse.Namespace) -> None:
         f"`system_one` with three questions on `FakeJevServer` (zero latency, its own process); "
         f"{args.rounds} alternating rounds, medians (interquartile range). CPU is this process's, "
         "the client's. The physical limit at concurrency 1 is the server's round trip; the ratio "
-        "is what a user gains by switching. Command: `python -m benchmarks.bench_judge_client"
+        "is what a user gains by switching; the floor is the least CPU a client can spend. Load "
+        f"average {load_average()} at the end. Command: `python -m benchmarks.bench_judge_client"
         f"{' --quick' if args.quick else ''}`.",
         "",
         "| concurrency | client | calls/s | CPU per call |",
@@ -133,13 +148,20 @@ async def run(args: argparse.Namespace) -> None:
             )
         ours_rate, ours_cpu = rows["jevrefine"]
         their_rate, their_cpu = rows["typesafe-sdk"]
+        floor_rate, floor_cpu = rows["floor"]
         lines.append(
             f"| {concurrency} | **jevrefine / typesafe-sdk** | **{ours_rate / their_rate:.2f}×** "
             f"| **{ours_cpu / their_cpu:.2f}×** |"
         )
+        lines.append(
+            f"| {concurrency} | jevrefine / floor | {ours_rate / floor_rate:.2f}× "
+            f"| {ours_cpu / floor_cpu:.2f}× |"
+        )
         summary[str(concurrency)] = {
             "rate_ratio": ours_rate / their_rate,
             "cpu_ratio": ours_cpu / their_cpu,
+            "cpu_per_call_us": {name: rows[name][1] for name in clients},
+            "cpu_over_floor": ours_cpu / floor_cpu,
             "samples": {name: results[(name, concurrency)] for name in clients},
         }
         figures.append(

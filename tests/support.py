@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import jevrefine as jr
+from jevrefine._transport import KeepAliveTransport
 from jevrefine.models.base import ChatModel
 
 
@@ -69,11 +70,27 @@ class City(pydantic.BaseModel):
 
 
 def pool_connections(model: ChatModel) -> tuple[int, int]:
-    """(busy, idle) connections of the SDK's httpx pool."""
-    sdk: Any = model.client  # type: ignore[attr-defined]
-    connections = sdk._client._transport._pool.connections
-    busy = sum(1 for c in connections if not (c.is_idle() or c.is_closed()))
-    idle = sum(1 for c in connections if c.is_idle())
+    """(busy, idle) connections of the adapter's HTTP clients, all pools together.
+
+    An adapter that built its SDK clients has two: whole responses on the lean keep-alive
+    transport (mounted for the base URL) and streams on the SDK's default httpx pool.
+    """
+    sdks: Any = [model.client]  # type: ignore[attr-defined]
+    stream_client = getattr(model, "_stream_client", None)
+    if stream_client is not None and stream_client is not sdks[0]:
+        sdks.append(stream_client)
+    busy = idle = 0
+    for sdk in sdks:
+        http = sdk._client
+        for transport in (http._transport, *http._mounts.values()):
+            if isinstance(transport, KeepAliveTransport):
+                slots = transport._slots
+                busy += 0 if slots is None else transport._max_connections - slots.value
+                idle += sum(len(stack) for stack in transport._idle.values())
+            elif transport is not None and hasattr(transport, "_pool"):
+                connections = transport._pool.connections
+                busy += sum(1 for c in connections if not (c.is_idle() or c.is_closed()))
+                idle += sum(1 for c in connections if c.is_idle())
     return busy, idle
 
 

@@ -35,6 +35,7 @@ PUBLIC_MODULES = [
     "jevrefine.judge.patterns",
     "jevrefine.cli",
     "jevrefine.batch",
+    "jevrefine.rate_limit",
     "jevrefine.jev.batch",
     "jevrefine.ray",
     "jevrefine.integrations",

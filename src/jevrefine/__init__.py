@@ -70,6 +70,8 @@ from .messages import ToolResponseMessage as ToolResponseMessage
 from .messages import Usage as Usage
 from .messages import UserMessage as UserMessage
 from .models.base import ChatModel as ChatModel
+from .rate_limit import RateLimit as RateLimit
+from .rate_limit import RateLimiter as RateLimiter
 from .retrieval import Document as Document
 from .retrieval import Retriever as Retriever
 from .retrieval import SqliteFtsRetriever as SqliteFtsRetriever
@@ -121,6 +123,8 @@ __all__ = [
     "ModelTimeoutError",
     "Prompt",
     "PromptSpec",
+    "RateLimit",
+    "RateLimiter",
     "RecordingToolCallback",
     "RefineReport",
     "RefineSummary",

@@ -33,6 +33,7 @@ from .client import ChatClient, PromptSpec
 from .context_keys import REFINE_REPORT
 from .exceptions import UserError
 from .messages import Usage
+from .rate_limit import RateLimit, RateLimiter, installed
 
 __all__ = ["DEFAULT_CONCURRENCY", "RefineInput", "RefineSummary", "refine_iter", "refine_many"]
 
@@ -45,6 +46,10 @@ RefineInput: TypeAlias = str | PromptSpec
 OnResult: TypeAlias = Callable[[BatchResult[ChatClientResponse]], Awaitable[object] | object]
 """A callback run (and awaited, when it returns an awaitable) on each result as it finishes."""
 
+Limit: TypeAlias = RateLimit | RateLimiter
+"""A provider's limits: a `RateLimit` (a limiter for this batch), or a `RateLimiter` to share
+its pacing and back-off with other batches."""
+
 
 async def refine_iter(
     client: ChatClient,
@@ -53,6 +58,8 @@ async def refine_iter(
     concurrency: int = DEFAULT_CONCURRENCY,
     fail_fast: bool = False,
     on_result: OnResult | None = None,
+    model_limit: Limit | None = None,
+    judge_limit: Limit | None = None,
 ) -> AsyncGenerator[BatchResult[ChatClientResponse], None]:
     """Refine every input, at most `concurrency` at a time; yield results in completion order.
 
@@ -69,13 +76,18 @@ async def refine_iter(
             every failure is yielded in its own slot and the batch goes on.
         on_result: called on each result before it is yielded; an exception it raises stops the
             batch (cancelling what is in flight) and propagates.
+        model_limit: the model provider's requests and tokens per minute, shared by every
+            model call of the batch; on a 429 the whole batch pauses (honouring `Retry-After`)
+            and ramps back (see `jevrefine.rate_limit`).
+        judge_limit: the same for the judge's calls (Jev, or a model judge's).
 
     Leaving the loop early, or cancelling the task iterating it, cancels every refinement in
     flight. Wrap the generator in `contextlib.aclosing(...)` so that an early `break` does this at
     once rather than when the generator is garbage-collected.
 
     Raises:
-        UserError: `client` is not a `ChatClient` or `concurrency` is below 1.
+        UserError: `client` is not a `ChatClient`, `concurrency` is below 1, or a limit is not
+            a `RateLimit` / `RateLimiter`.
     """
     if not isinstance(client, ChatClient):
         raise UserError(
@@ -83,9 +95,17 @@ async def refine_iter(
             "pass ChatClient(model, advisors=[SelfRefineAdvisor(judge)])"
         )
     _check_batch_arguments(inputs, concurrency, fail_fast, on_result)
+    model_limiter = _limiter("model_limit", model_limit, "model")
+    judge_limiter = _limiter("judge_limit", judge_limit, "judge")
 
     async def refine(item: RefineInput) -> ChatClientResponse:
-        return await _spec_of(client, item).call()
+        spec = _spec_of(client, item)
+        if model_limiter is None and judge_limiter is None:
+            return await spec.call()
+        # Set in the worker task itself (never in this generator, whose context is the
+        # caller's): the chain's model call and the judge's call read it.
+        with installed(model_limiter, judge_limiter):
+            return await spec.call()
 
     results = iter_all(refine, inputs, concurrency=concurrency, fail_fast=fail_fast)
     async with aclosing(results):
@@ -104,6 +124,8 @@ async def refine_many(
     concurrency: int = DEFAULT_CONCURRENCY,
     fail_fast: bool = False,
     on_result: OnResult | None = None,
+    model_limit: Limit | None = None,
+    judge_limit: Limit | None = None,
 ) -> list[BatchResult[ChatClientResponse]]:
     """Refine every input, at most `concurrency` at a time; one result per input, in input order.
 
@@ -117,7 +139,13 @@ async def refine_many(
     """
     results: list[BatchResult[ChatClientResponse]] = []
     stream = refine_iter(
-        client, inputs, concurrency=concurrency, fail_fast=fail_fast, on_result=on_result
+        client,
+        inputs,
+        concurrency=concurrency,
+        fail_fast=fail_fast,
+        on_result=on_result,
+        model_limit=model_limit,
+        judge_limit=judge_limit,
     )
     async with aclosing(stream):
         async for result in stream:
@@ -148,6 +176,17 @@ def _check_batch_arguments(
             f"on_result={_validate.shown(on_result)} is not callable: pass a function that "
             "takes a BatchResult, or None"
         )
+
+
+def _limiter(name: str, limit: object, what: str) -> RateLimiter | None:
+    if limit is None or isinstance(limit, RateLimiter):
+        return limit
+    if isinstance(limit, RateLimit):
+        return RateLimiter(limit, name=what)
+    raise UserError(
+        f"{name}={_validate.shown(limit)} is not a RateLimit: pass e.g. "
+        f"{name}=RateLimit(requests_per_minute=6000), a shared RateLimiter, or None"
+    )
 
 
 def _spec_of(client: ChatClient, item: object) -> PromptSpec:

@@ -166,10 +166,11 @@ def judge_idle_connections(client: JudgeClient) -> int:
 
 
 def model_pool_busy(model: OpenAIChatModel) -> int:
-    """Connections of the OpenAI SDK's httpx pool that are not idle (a request holds them)."""
-    sdk: Any = model.client
-    pool = sdk._client._transport._pool
-    return sum(1 for c in pool.connections if not (c.is_idle() or c.is_closed()))
+    """Connections of the model's HTTP clients that a request holds (every pool: the lean
+    transport of whole responses and the SDK's httpx pool of streams)."""
+    from support import pool_connections
+
+    return pool_connections(model)[0]
 
 
 async def memory_is_consistent(memory: SqliteChatMemory) -> tuple[int, bool]:

@@ -22,7 +22,8 @@ from _hostile_jev import HostileServer, Writer, flood, response
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jevrefine.jev import JudgeClient, JudgeError, JudgeResponseError, Noul, RetryPolicy, _transport
+from jevrefine import _transport
+from jevrefine.jev import JudgeClient, JudgeError, JudgeResponseError, Noul, RetryPolicy
 from jevrefine.jev._transport import (
     KeepAliveTransport,
     MalformedResponseError,

@@ -33,6 +33,7 @@ from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import StreamingNotSupportedError, UserError
 from ..messages import ChatResponse, Prompt, concat_chunks
+from ..rate_limit import call_model
 from ..telemetry import ERROR_TYPE, ModelCallRecorder, Telemetry, error_type_of
 from ..tools import tool_definitions
 
@@ -204,7 +205,7 @@ class ModelLink:
         prompt = self.prepare(request)
         if not self.telemetry.active():
             # Nothing would be recorded: skip the span and the metrics' bookkeeping.
-            response = await self.model.call(prompt)
+            response = await call_model(self.model, prompt)
             _check_response(self.model, response)
             return ChatClientResponse(response, request.context)
         recorder = self._recorder(request, prompt, stream=False)
@@ -212,7 +213,7 @@ class ModelLink:
             with trace.use_span(
                 recorder.span, record_exception=False, set_status_on_exception=False
             ):
-                response = await self.model.call(prompt)
+                response = await call_model(self.model, prompt)
             _check_response(self.model, response)
         except BaseException as exc:
             recorder.fail(exc)

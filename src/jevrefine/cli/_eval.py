@@ -26,7 +26,7 @@ from ..exceptions import JevrefineError, UserError
 from ..messages import ChatOptions
 from ._config import CliConfig, ConfigError, JudgeSection, open_models, resolve_provider
 from ._io import open_output
-from ._run import _Bar, _console, _model_flags, config_of
+from ._run import _Bar, _console, _model_flags, batch_limits, config_of, limit_flags
 
 if TYPE_CHECKING:
     from ..client import ChatClient
@@ -81,6 +81,7 @@ def add_eval_command(commands: Any) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _model_flags(parser)
+    limit_flags(parser)
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -276,15 +277,16 @@ class _Eval:
     ) -> EvalReport:
         from ..evals import evaluate
 
-        return await evaluate(
-            todo,
-            client,
-            judge=self.args.eval_judge,
-            grader=grader,
-            max_repeat_attempts=self.config.refine.max_repeat_attempts,
-            concurrency=self._concurrency(),
-            on_result=on_result,
-        )
+        with batch_limits(self.args):  # the cases' tasks inherit the limits
+            return await evaluate(
+                todo,
+                client,
+                judge=self.args.eval_judge,
+                grader=grader,
+                max_repeat_attempts=self.config.refine.max_repeat_attempts,
+                concurrency=self._concurrency(),
+                on_result=on_result,
+            )
 
     def _concurrency(self) -> int:
         if self.args.concurrency is not None:

@@ -23,7 +23,9 @@ error: it is kept. `--restart` runs everything again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -41,6 +43,7 @@ from ..batch import RefineSummary, refine_iter
 from ..client import ChatClient
 from ..exceptions import JevrefineError, UserError
 from ..messages import ChatOptions
+from ..rate_limit import RateLimit, RateLimiter, installed
 from ._config import CliConfig, ConfigError, load_config, missing_key, open_models
 from ._io import (
     BadLine,
@@ -120,6 +123,50 @@ def _io_flags(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar or summary table"
     )
+    limit_flags(parser)
+
+
+def limit_flags(parser: argparse.ArgumentParser) -> None:
+    """`--model-rpm`, `--model-tpm`, `--judge-rpm`, `--judge-tpm`: the providers' limits."""
+    for who in ("model", "judge"):
+        parser.add_argument(
+            f"--{who}-rpm",
+            type=_per_minute,
+            help=f"the {who} provider's requests per minute, for the whole batch (a 429 pauses "
+            "every call, then the rate ramps back)",
+        )
+        parser.add_argument(
+            f"--{who}-tpm", type=_per_minute, help=f"the {who} provider's tokens per minute"
+        )
+
+
+def _per_minute(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number per minute")
+    return value
+
+
+def batch_limits(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
+    """The limits the flags ask for, as a context: every call made inside it is limited.
+
+    The batch's tasks inherit the context, so its model and judge calls share the limiters.
+    """
+    limiters: list[RateLimiter | None] = []
+    for who in ("model", "judge"):
+        rpm, tpm = getattr(args, f"{who}_rpm", None), getattr(args, f"{who}_tpm", None)
+        if rpm is None and tpm is None:
+            limiters.append(None)
+            continue
+        try:
+            limit = RateLimit(requests_per_minute=rpm, tokens_per_minute=tpm)
+        except UserError as exc:
+            raise ConfigError(f"--{who}-rpm/--{who}-tpm: {exc}") from None
+        limiters.append(RateLimiter(limit, name=who))
+    return installed(limiters[0], limiters[1])
 
 
 def _model_flags(parser: argparse.ArgumentParser) -> None:
@@ -322,7 +369,7 @@ class _Batch:
         try:
             async with open_models(config, local_slots=config.concurrency()) as models:
                 self.started = True
-                with self.bar(total):
+                with self.bar(total), batch_limits(args):
                     if self.judging:
                         assert models.judge is not None
                         await self._judge_all(models.judge, records, out)

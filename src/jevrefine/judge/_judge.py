@@ -28,6 +28,7 @@ from ..jev.errors import JudgeUsageError
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Score
 from ..jev.responses import check_answers
+from ..rate_limit import call_judge
 from ._escalation import DEFAULT_ESCALATE_BELOW, escalate, needs_escalation
 from ._explain import FailureExplainer, explain_failed
 from ._input import JudgeInput
@@ -248,7 +249,9 @@ class Judge:
         response = None
         if plan.send:
             questions = {c.name: c.question for c in plan.send}
-            response = await self.client.system_one(plan.input.state(), questions, model=self.model)
+            response = await call_judge(
+                self.client, plan.input.state(), questions, model=self.model
+            )
             # Whatever the client: an answer that does not fit the questions is no verdict.
             check_answers(response, questions)
         decided: dict[str, Finding] = {}

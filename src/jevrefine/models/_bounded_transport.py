@@ -16,15 +16,27 @@ and bounds redirected and proxied responses too.
 
 The cost per chunk is one subtraction and one comparison; the limit counts bytes on the wire
 (compressed bytes, when the server compresses).
+
+Whole-response calls go through the shared lean transport (`jevrefine._transport`), mounted on
+that client for the base URL's origin only, and only when no proxy applies to it (decided by
+httpx's own reading of `HTTP(S)_PROXY` / `ALL_PROXY` / `NO_PROXY`): httpx's pool probes every
+idle connection on each request, which at hundreds of connections costs more CPU than the rest
+of the call. The lean transport reads the same trust store as httpx's (`SSL_CERT_FILE`,
+`SSL_CERT_DIR`), has the same connection limit and keep-alive expiry as the SDK's defaults, the
+same TCP keep-alive socket options where the SDK sets them, and caps the body as it reads it.
+It reads each body whole, so streams get a second client: the SDK's default one, unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Final
 
 import httpx2
+from httpx2._utils import URLPattern, get_environment_proxies
 
+from .. import rate_limit
+from .._transport import KeepAliveTransport, SocketOption
 from .._validate import integer
 from ..exceptions import ResponseTooLargeError
 
@@ -32,6 +44,8 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "bounded_http_client",
     "check_max_response_bytes",
+    "lean_http_client",
+    "proxy_applies",
 ]
 
 DEFAULT_MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
@@ -63,8 +77,52 @@ def bounded_http_client(
     return factory(event_hooks={"response": [_ResponseCap(max_response_bytes, error)]})
 
 
+def proxy_applies(url: httpx2.URL) -> bool:
+    """Whether httpx, reading the environment as it does, would send `url` through a proxy."""
+    patterns = sorted((URLPattern(key), proxy) for key, proxy in get_environment_proxies().items())
+    for pattern, proxy in patterns:  # most specific first, as httpx orders its mounts
+        if pattern.matches(url):
+            return proxy is not None
+    return False
+
+
+def lean_http_client(
+    factory: Callable[..., httpx2.AsyncClient],
+    base_url: httpx2.URL,
+    max_response_bytes: int,
+    *,
+    max_connections: int,
+    keepalive_expiry: float,
+    error: type[ResponseTooLargeError] = ResponseTooLargeError,
+    socket_options: Sequence[SocketOption] = (),
+) -> httpx2.AsyncClient:
+    """`bounded_http_client`, with the lean transport mounted for `base_url`'s origin.
+
+    Falls back to the plain bounded client when a proxy applies to `base_url`, or the URL is not
+    plain `http`/`https`: the lean transport speaks no proxy protocol.
+    """
+    if base_url.scheme not in ("http", "https") or not base_url.host or proxy_applies(base_url):
+        return bounded_http_client(factory, max_response_bytes, error=error)
+
+    def too_large(request: httpx2.Request, limit: int, declared: int | None) -> Exception:
+        return _too_large(error, limit, request.url.host, declared)
+
+    lean = KeepAliveTransport(
+        max_connections=max_connections,
+        keepalive_expiry=keepalive_expiry,
+        max_response_bytes=max_response_bytes,
+        too_large=too_large,
+        socket_options=socket_options,
+        per_read_timeout=True,  # the SDKs' `timeout` is per read; the adapters bound the call
+        retry_stale=False,  # the SDK's max_retries decides about resending, as with httpx
+    )
+    origin = f"{base_url.scheme}://{base_url.netloc.decode('ascii')}"
+    hook = _ResponseCap(max_response_bytes, error)
+    return factory(event_hooks={"response": [hook]}, mounts={origin: lean})
+
+
 def _too_large(
-    error: type[ResponseTooLargeError], limit: int, response: httpx2.Response, declared: int | None
+    error: type[ResponseTooLargeError], limit: int, host: str, declared: int | None
 ) -> ResponseTooLargeError:
     what = (
         f"is larger than max_response_bytes={limit:,}"
@@ -72,7 +130,7 @@ def _too_large(
         else f"declares {declared:,} bytes, more than max_response_bytes={limit:,}"
     )
     return error(
-        f"the response from {response.request.url.host} {what}; the read stopped and the "
+        f"the response from {host} {what}; the read stopped and the "
         "connection was closed. If answers this large are expected, pass a larger "
         "max_response_bytes= to the model (None turns the cap off)",
         limit=limit,
@@ -89,11 +147,15 @@ class _ResponseCap:
         self._error = error
 
     async def __call__(self, response: httpx2.Response) -> None:
+        if response.status_code == 429 and rate_limit.active():
+            # A batch's limiter pauses every call and retries this one: the SDK must not retry
+            # it on its own, at its own pace (both SDKs honour this header).
+            response.headers["x-should-retry"] = "false"
         limit = self._limit
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             # httpx closes the unread response, which closes its connection.
-            raise _too_large(self._error, limit, response, int(declared))
+            raise _too_large(self._error, limit, response.request.url.host, int(declared))
         stream = response.stream
         assert isinstance(stream, httpx2.AsyncByteStream)
         response.stream = _CappedStream(stream, limit, self._error, response)
@@ -123,7 +185,7 @@ class _CappedStream(httpx2.AsyncByteStream):
             if left < 0:
                 # Closing a response that was not read to its end closes the connection.
                 await self._stream.aclose()
-                raise _too_large(self._error, self._limit, self._response, None)
+                raise _too_large(self._error, self._limit, self._response.request.url.host, None)
             yield chunk
 
     async def aclose(self) -> None:

@@ -141,7 +141,9 @@ class Reader:
         raise UnreadableValueError(where, value, "an index of 0 or more")
 
     @staticmethod
-    def of_type(value: object, kind: type[Any], where: str, expected: str) -> Any:
+    def of_type(
+        value: object, kind: type[Any] | tuple[type[Any], ...], where: str, expected: str
+    ) -> Any:
         """`value` if it is a `kind` (the SDK's type for an object of the API), else an error."""
         if not isinstance(value, kind):
             raise UnreadableValueError(where, value, expected)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, ClassVar, Final, Literal
 
@@ -46,6 +47,7 @@ import httpx2
 try:
     import anthropic
     from anthropic import AsyncAnthropic
+    from anthropic._constants import DEFAULT_CONNECTION_LIMITS
     from anthropic.types import Message
 except ImportError as _import_error:
     raise ImportError(
@@ -53,7 +55,7 @@ except ImportError as _import_error:
     ) from _import_error
 
 from .._headers import parse_retry_after, redact_error, safe_headers
-from .._validate import integer, secret, text
+from .._validate import integer
 from ..exceptions import (
     IncompleteResponseError,
     ModelConnectionError,
@@ -80,10 +82,11 @@ from ..messages import (
 from ._bounded_transport import (
     DEFAULT_MAX_RESPONSE_BYTES,
     bounded_http_client,
-    check_max_response_bytes,
+    lean_http_client,
 )
-from ._deadlines import END, Deadlines, Pace, call_expired, check_max_retries
+from ._deadlines import END, Pace, call_expired
 from ._log_scrub import register_key, unregister_key
+from ._settings import AdapterSettings
 from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise
 from .base import ChatModel
 
@@ -185,6 +188,7 @@ class AnthropicChatModel(ChatModel):
         "_owns_client",
         "_read",
         "_secret",
+        "_stream_client",
     )
 
     def __init__(
@@ -202,39 +206,36 @@ class AnthropicChatModel(ChatModel):
         stream_timeout: float | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        # Checked once, here, through the shared validators: each message names the parameter,
-        # the value and what to pass instead.
-        model = text("model", model, nonblank=True, example="claude-haiku-4-5")
-        base_url = text("base_url", base_url, optional=True, example="http://127.0.0.1:8080")
-        api_key = secret("api_key", api_key)
-        max_response_bytes = check_max_response_bytes(max_response_bytes)
-        max_tokens = integer("max_tokens", max_tokens, minimum=1, example=DEFAULT_MAX_TOKENS)
-        max_retries = check_max_retries(max_retries)
-        if options is not None and not isinstance(options, ChatOptions):
-            raise UserError(
-                f"options={type(options).__name__} is not a ChatOptions: pass "
-                "options=ChatOptions(...), or None"
-            )
-        self._deadlines = Deadlines.of(
+        # Checked once, through the shared validators: each message names the parameter, the
+        # value and what to pass instead.
+        settings = AdapterSettings.of(
+            model=model,
+            model_example="claude-haiku-4-5",
+            base_url=base_url,
+            base_url_example="http://127.0.0.1:8080",
+            api_key=api_key,
+            options=options,
+            max_retries=max_retries,
             timeout=timeout,
             total_timeout=total_timeout,
             stream_timeout=stream_timeout,
-            max_retries=max_retries,
+            max_response_bytes=max_response_bytes,
         )
-        timeout = self._deadlines.timeout
-        self._model = model
+        max_tokens = integer("max_tokens", max_tokens, minimum=1, example=DEFAULT_MAX_TOKENS)
+        self._deadlines = settings.deadlines
+        self._model = settings.model
         self._max_tokens = max_tokens
-        self._options = options or ChatOptions()
+        self._options = settings.options
         if client is not None:
             if not isinstance(client, AsyncAnthropic):
                 raise UserError(
                     f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}"
                 )
             if (
-                base_url is not None
-                or api_key is not None
-                or timeout is not None
-                or max_response_bytes not in (None, DEFAULT_MAX_RESPONSE_BYTES)
+                settings.base_url is not None
+                or settings.api_key is not None
+                or settings.deadlines.timeout is not None
+                or settings.max_response_bytes not in (None, DEFAULT_MAX_RESPONSE_BYTES)
             ):
                 raise UserError(
                     "pass either client= or base_url=/api_key=/timeout=/max_response_bytes=, "
@@ -242,36 +243,10 @@ class AnthropicChatModel(ChatModel):
                 )
             # A copy sharing the caller's connection pool, with the SDK's own spans off: the
             # chain's terminal link records the one `chat` span of each call.
-            self._client = client.with_options(open_telemetry=False)
+            self._client = self._stream_client = client.with_options(open_telemetry=False)
             self._owns_client = False
         else:
-            key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-            if not key:
-                if base_url is None:
-                    raise UserError(
-                        "AnthropicChatModel needs an API key: set ANTHROPIC_API_KEY, or pass "
-                        "api_key=... (or base_url=... for a server that needs none)"
-                    )
-                key = _PLACEHOLDER_KEY
-            extra: dict[str, Any] = {}
-            if timeout is not None:
-                extra["timeout"] = timeout
-            if max_response_bytes is not None:
-                # The SDK's own default client (pool limits, timeouts, proxies, keep-alive
-                # socket options), bodies capped.
-                extra["http_client"] = bounded_http_client(
-                    anthropic.DefaultAsyncHttpxClient,
-                    max_response_bytes,
-                    error=_SDKResponseTooLargeError,
-                )
-            # The key goes to the SDK client only: this object keeps no copy of it.
-            self._client = AsyncAnthropic(
-                api_key=key,
-                base_url=base_url,
-                max_retries=max_retries,
-                open_telemetry=False,
-                **extra,
-            )
+            self._client, self._stream_client = _own_clients(settings)
             self._owns_client = True
         key_in_use = self._client.api_key
         # Kept only to blank it out of what the server sends; never printed.
@@ -310,6 +285,8 @@ class AnthropicChatModel(ChatModel):
             unregister_key(self._secret)
         if self._owns_client:
             await self._client.close()
+            if self._stream_client is not self._client:
+                await self._stream_client.close()
 
     def __repr__(self) -> str:
         # Scheme, host and port only: a URL's user-info could hold a credential.
@@ -378,7 +355,7 @@ class AnthropicChatModel(ChatModel):
         pace = Pace(self._deadlines)
         with self._map_errors(model):
             with pace.scope() as opening:
-                events = await self._client.messages.create(**params, stream=True)
+                events = await self._stream_client.messages.create(**params, stream=True)
             if opening.cancelled_caught:
                 raise pace.expired(model, where)
             async with events:  # closes the HTTP response when the consumer stops early
@@ -510,6 +487,70 @@ class AnthropicChatModel(ChatModel):
                 f"the connection to {model} at {where} broke: {type(exc).__name__}: {exc}",
                 model_name=model,
             ) from exc
+
+
+_ANTHROPIC_URL: Final = "https://api.anthropic.com"
+"""The SDK's base URL when neither `base_url` nor `ANTHROPIC_BASE_URL` gives one."""
+
+
+def _keepalive_probes() -> tuple[tuple[int, int, int], ...]:
+    """The TCP keep-alive options the SDK's default client sets, for the lean transport too.
+
+    A long answer can be silent for minutes; the probes keep NAT and load-balancer state alive.
+    """
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPINTVL", 60), ("TCP_KEEPCNT", 5), ("TCP_KEEPIDLE", 60)):
+        option = getattr(socket, name, None)
+        if option is not None:
+            options.append((socket.IPPROTO_TCP, option, value))
+    return tuple(options)
+
+
+def _own_clients(settings: AdapterSettings) -> tuple[AsyncAnthropic, AsyncAnthropic]:
+    """The SDK clients an adapter builds itself: one for whole responses, one for streams.
+
+    Both use the SDK's default HTTP client (its limits, timeouts, redirects, proxies, trust
+    store, keep-alive socket options) with bodies capped; whole responses additionally go
+    through the lean keep-alive transport when no proxy applies to the base URL.
+    """
+    key = settings.api_key if settings.api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+    if not key:
+        if settings.base_url is None:
+            raise UserError(
+                "AnthropicChatModel needs an API key: set ANTHROPIC_API_KEY, or pass "
+                "api_key=... (or base_url=... for a server that needs none)"
+            )
+        key = _PLACEHOLDER_KEY
+    extra: dict[str, Any] = {}
+    if settings.deadlines.timeout is not None:
+        extra["timeout"] = settings.deadlines.timeout
+    cap = settings.max_response_bytes
+    base_url = settings.base_url
+    if cap is not None:
+        url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _ANTHROPIC_URL
+        extra["http_client"] = lean_http_client(
+            anthropic.DefaultAsyncHttpxClient,
+            httpx2.URL(url),
+            cap,
+            max_connections=DEFAULT_CONNECTION_LIMITS.max_connections or 1000,
+            keepalive_expiry=DEFAULT_CONNECTION_LIMITS.keepalive_expiry or 5.0,
+            error=_SDKResponseTooLargeError,
+            socket_options=_keepalive_probes(),
+        )
+    # The key goes to the SDK client only: the adapter keeps no copy of it.
+    client = AsyncAnthropic(
+        api_key=key,
+        base_url=base_url,
+        max_retries=settings.max_retries,
+        open_telemetry=False,
+        **extra,
+    )
+    if cap is None:
+        return client, client
+    streams = bounded_http_client(
+        anthropic.DefaultAsyncHttpxClient, cap, error=_SDKResponseTooLargeError
+    )
+    return client, client.with_options(http_client=streams)
 
 
 class _SDKResponseTooLargeError(ResponseTooLargeError, anthropic.AnthropicError):
