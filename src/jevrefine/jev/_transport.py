@@ -18,7 +18,9 @@ no control bytes), one agreeing `Content-Length` of digits only, `Transfer-Encod
 nothing (never both), chunk sizes of 1 to 16 hex digits with optional extensions, CRLF after
 every chunk, at most 100 trailer lines. A violation raises `MalformedResponseError` and the
 connection is closed, never pooled. `max_response_bytes` bounds the body under every framing
-(declared length, chunked, read until close): no more than one byte past it is ever read.
+(declared length, chunked, read until close): no more than one byte past it is ever read, and
+`jevrefine.exceptions.ResponseTooLargeError` is raised (the one cap and error of the package,
+`jevrefine._limits`; `JudgeClient` passes it on as `JudgeResponseTooLargeError`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ import anyio
 import anyio.abc
 import httpx2
 
+from .._limits import DEFAULT_MAX_RESPONSE_BYTES
+from ..exceptions import ResponseTooLargeError
+
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES",
     "KeepAliveTransport",
     "MalformedResponseError",
-    "ResponseTooLargeError",
 ]
 
 _MAX_HEAD: Final = 64 * 1024
@@ -59,13 +62,6 @@ _HEXDIG: Final = b"0123456789abcdefABCDEF"
 _TCHAR: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _CONTROL: Final = bytes(range(32)) + b"\x7f"
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
-DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
-"""A System One answer is kilobytes; a body past this is a broken or hostile server, and reading
-it whole would let one response take the process's memory."""
-
-
-class ResponseTooLargeError(httpx2.TransportError):
-    """The response body is longer than the transport's `max_response_bytes` (not retried)."""
 
 
 class MalformedResponseError(httpx2.RemoteProtocolError):
@@ -301,7 +297,13 @@ def _malformed(request: httpx2.Request, what: str, raw: bytes = b"") -> Malforme
 
 
 def _too_large(request: httpx2.Request, limit: int) -> ResponseTooLargeError:
-    return ResponseTooLargeError(f"the response body is longer than {limit} bytes", request=request)
+    # Not an httpx error: httpx passes what a transport raises through unchanged, and the one
+    # jevrefine type lets every caller catch the cap alike, whichever reader hit it.
+    return ResponseTooLargeError(
+        f"the response from {request.url.host} is larger than max_response_bytes={limit:,}; "
+        "the read stopped and the connection was closed",
+        limit=limit,
+    )
 
 
 def _is_token(value: bytes) -> bool:

@@ -34,14 +34,16 @@ from .. import _validate as check
 from .._closing import AsyncClosing
 from .._headers import redact, redact_error
 from .._version import __version__
+from ..exceptions import ResponseTooLargeError
 from ..telemetry import Telemetry
 from ._telemetry import JudgeCallRecorder, record_retry
-from ._transport import KeepAliveTransport, MalformedResponseError, ResponseTooLargeError
+from ._transport import KeepAliveTransport, MalformedResponseError
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
     JudgeConnectionError,
     JudgeError,
     JudgeResponseError,
+    JudgeResponseTooLargeError,
     JudgeTimeoutError,
     JudgeUsageError,
     api_error,
@@ -520,11 +522,14 @@ class JudgeClient(AsyncClosing):
                 headers=headers,
                 timeout=httpx2.Timeout(timeout, pool=None),
             )
-        except (ResponseTooLargeError, MalformedResponseError) as exc:
-            # Not a connection failure: the server answered, with something no answer can be.
-            # Retrying would read the same flood (or the same broken framing) again.
-            excerpt = getattr(exc, "excerpt", b"")
-            shown = f" {self._excerpt(excerpt, 80)!r}" if excerpt else ""
+        # Neither is a connection failure: the server answered, with something no answer can
+        # be. Retrying would read the same flood (or the same broken framing) again.
+        except ResponseTooLargeError as exc:
+            raise JudgeResponseTooLargeError(
+                f"{method} {url}: {exc}", limit=exc.limit or 0
+            ) from None
+        except MalformedResponseError as exc:
+            shown = f" {self._excerpt(exc.excerpt, 80)!r}" if exc.excerpt else ""
             raise JudgeResponseError(f"{method} {url}: {exc}{shown}") from None
         except httpx2.TimeoutException as exc:
             # `from None`: httpx's exception holds the request, and the request holds the key.

@@ -21,10 +21,10 @@ The cost per chunk is one subtraction and one comparison; the limit counts bytes
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Final
 
 import httpx2
 
+from .._limits import DEFAULT_MAX_RESPONSE_BYTES
 from .._validate import integer
 from ..exceptions import ResponseTooLargeError
 
@@ -33,9 +33,6 @@ __all__ = [
     "bounded_http_client",
     "check_max_response_bytes",
 ]
-
-DEFAULT_MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
-"""32 MiB: far above any chat answer (a 128k-token answer is well under 1 MiB of JSON)."""
 
 
 def check_max_response_bytes(value: object) -> int | None:
