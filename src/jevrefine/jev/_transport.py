@@ -6,6 +6,12 @@ request in two system calls. A judge client sends many small, independent POSTs 
 a stack of idle connections per host (O(1) to take and return) and one write per request cut the
 client's CPU per call substantially (see `benchmarks/bench_judge_client.py`).
 
+This fast path is measured against one httpx2 series (`MEASURED_WITH_HTTPX2`), and leans on how
+httpx2 treats a transport: what `handle_async_request` raises reaches the caller unchanged, the
+per-request timeouts are in `request.extensions["timeout"]`, a `Response` built on a
+`ByteStream` is complete. `tests/test_fast_paths.py` pins all of it: it fails when the installed
+httpx2 leaves the measured series, saying to re-run the benchmark.
+
 Scope, deliberately small: HTTP/1.1 over TCP or TLS, request bodies already in memory,
 `Content-Length`, chunked and read-until-close response bodies (decompression stays with
 httpx's `Response`). No proxies and no HTTP/2: pass your own `http_client=` for those.
@@ -62,6 +68,10 @@ _HEXDIG: Final = b"0123456789abcdefABCDEF"
 _TCHAR: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _CONTROL: Final = bytes(range(32)) + b"\x7f"
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
+
+MEASURED_WITH_HTTPX2: Final = ((2, 16), (2, 17))
+"""The httpx2 versions (from, up to but not including) this transport was benchmarked with:
+`python -m benchmarks --only bench_judge_client`, run 2026-11-30 with httpx2 2.16.2."""
 
 
 class MalformedResponseError(httpx2.RemoteProtocolError):
