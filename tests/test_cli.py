@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 
 import pytest
 
 from jevrefine import cli
+from jevrefine.cli import _config, _main
+from jevrefine.cli._providers import HOSTED, open_chat_model
 from jevrefine.local import LocalModelServer
 
 
@@ -20,6 +23,25 @@ def test_provider_follows_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     assert cli.choose_provider("auto") == "openai"
     assert cli.choose_provider("local") == "local"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_every_command_takes_the_default_model_name_from_the_one_table(
+    monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    """Promise: `demo` and the config-driven commands open the same default model of a
+    provider, the one `HOSTED` names (issue 19: the names used to be written in three places)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    expected = HOSTED[provider].default_model
+    async with _main.open_model(provider, None) as (demo_model, where):  # type: ignore[arg-type]
+        assert demo_model.model_name == expected
+        assert where.endswith(expected)
+    async with contextlib.AsyncExitStack() as stack:
+        config_model = await _config._open_model(stack, provider, None, None, 1)
+        assert config_model.model_name == expected
+        again, _ = await open_chat_model(stack, provider, "my-model")  # type: ignore[arg-type]
+        assert again.model_name == "my-model"
 
 
 def test_unknown_command_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,13 +23,21 @@ from typing import Any, ClassVar
 import anyio
 import pytest
 
+from cli_support import (
+    SECRET,
+    good_unless_bad,
+    jev_config,
+    read_jsonl,
+    run_cli,
+    use_keys,
+    write_jsonl,
+)
 from jevrefine import cli
 from jevrefine.cli._config import LOCAL_MAX_TOKENS, LOCAL_SLOT_CONTEXT, load_config
 from jevrefine.exceptions import ContextOverflowError, ModelHTTPError
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
-SECRET = "sk-test-do-not-print-0123456789"
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 
@@ -45,27 +53,12 @@ LLAMA_OVERFLOW = {
 }
 """The 400 body llama.cpp's server sends for a request past its context (what the user saw)."""
 
+CHECK = '\n[[judge.criteria]]\nkind = "check"\nname = "short"\nmax_length = 200\n'
+
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.setenv("TYPESAFE_API_KEY", SECRET)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-def write_jsonl(path: Path, rows: list[Any]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-async def run_cli(*argv: str) -> int:
-    # main() starts its own event loop: run it on a worker thread, beside the fake servers'.
-    return await anyio.to_thread.run_sync(cli.main, list(argv))
+    use_keys(monkeypatch)
 
 
 def remote(model: FakeOpenAIServer, *extra: str) -> tuple[str, ...]:
@@ -80,6 +73,11 @@ class _FakeLocalServer:
 
     started: ClassVar[list[dict[str, Any]]] = []
     base_url: ClassVar[str] = ""
+    alias: ClassVar[str] = "smollm2"
+
+    @property
+    def url(self) -> str:
+        return type(self).base_url
 
     def __init__(self, model: Any = None, *, ctx: int = 4096, parallel: int = 1) -> None:
         type(self).started.append({"model": model, "ctx": ctx, "parallel": parallel})
@@ -224,7 +222,7 @@ async def test_the_progress_line_counts_every_attempt(
 ) -> None:
     source = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "prompt": "a bad one"}, "good"])
     output = tmp_path / "out.jsonl"
-    async with FakeOpenAIServer() as model, FakeJevServer(_good_unless_bad) as jev:
+    async with FakeOpenAIServer() as model, FakeJevServer(good_unless_bad) as jev:
         config = _jev_config(tmp_path, jev.base_url)
         code = await run_cli(
             "run", str(source), "-o", str(output), "--config", str(config),
@@ -282,7 +280,7 @@ async def test_judge_resume_reruns_errored_verdicts(tmp_path: Path) -> None:
     pairs = [{"id": i, "question": f"q{i}", "answer": f"a{i}"} for i in range(2)]
     source = write_jsonl(tmp_path / "in.jsonl", pairs)
     output = tmp_path / "out.jsonl"
-    async with FakeOpenAIServer() as model, FakeJevServer(_good_unless_bad) as jev:
+    async with FakeOpenAIServer() as model, FakeJevServer(good_unless_bad) as jev:
         config = _jev_config(tmp_path, jev.base_url)
         args = ("judge", str(source), "-o", str(output), "--config", str(config))
         args += ("--base-url", model.base_url, "--no-progress", "--concurrency", "1")
@@ -353,39 +351,9 @@ async def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(
 # --- why an item failed, and input order ----------------------------------------------------
 
 
-def _good_unless_bad(state: dict[str, Any], questions: dict[str, Any]) -> dict[str, float]:
-    low = "bad" in state["assistant_answer"]
-    return {question: 0.1 if low else 0.9 for question in questions}
-
-
 def _jev_config(tmp_path: Path, jev_url: str) -> Path:
-    config = tmp_path / "jevrefine.toml"
-    config.write_text(
-        f"""
-[model]
-provider = "openai"
-name = "fake-model"
-
-[judge]
-kind = "jev"
-base_url = "{jev_url}"
-
-[[judge.criteria]]
-name = "is_good"
-question = "Is `assistant_answer` good?"
-when_false = "The answer is not good"
-
-[[judge.criteria]]
-kind = "check"
-name = "short"
-max_length = 200
-
-[refine]
-max_repeat_attempts = 1
-""",
-        encoding="utf-8",
-    )
-    return config
+    """The shared Jev config plus a code check, so a row can name two failed criteria."""
+    return jev_config(tmp_path, jev_url, criteria=CHECK)
 
 
 async def test_rows_say_which_criteria_failed_and_the_feedback(tmp_path: Path) -> None:
@@ -395,7 +363,7 @@ async def test_rows_say_which_criteria_failed_and_the_feedback(tmp_path: Path) -
     output = tmp_path / "out.jsonl"
     judged = tmp_path / "judged.jsonl"
     pairs = write_jsonl(tmp_path / "pairs.jsonl", [{"question": "q", "answer": "bad"}])
-    async with FakeOpenAIServer() as model, FakeJevServer(_good_unless_bad) as jev:
+    async with FakeOpenAIServer() as model, FakeJevServer(good_unless_bad) as jev:
         config = _jev_config(tmp_path, jev.base_url)
         common = ("--config", str(config), "--base-url", model.base_url, "--no-progress")
         assert await run_cli("run", str(source), "-o", str(output), *common) == 0

@@ -14,73 +14,25 @@ from typing import Any
 import anyio
 import pytest
 
+from cli_support import SECRET, good_unless_bad, read_jsonl, run_cli, use_keys, write_jsonl
+from cli_support import jev_config as shared_jev_config
 from jevrefine import cli
 from jevrefine.cli._config import AnswerCheck, ConfigError, load_config
 from jevrefine.judge._judge import JudgeInput
 from jevrefine.judge.criteria import CheckCriterion, QuestionCriterion
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
-SECRET = "sk-test-do-not-print-0123456789"
+SYSTEM = 'system = "Answer briefly."\nmax_tokens = 50\n'
+
+
+def jev_config(tmp_path: Path, jev_url: str, **refine: Any) -> Path:
+    """The shared Jev config with a system message, a token cap and 4 items in flight."""
+    return shared_jev_config(tmp_path, jev_url, model=SYSTEM, refine=refine, run="concurrency = 4")
 
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.setenv("TYPESAFE_API_KEY", SECRET)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-
-
-def write_jsonl(path: Path, rows: list[Any], *, extra_lines: tuple[str, ...] = ()) -> Path:
-    lines = [json.dumps(row) for row in rows] + list(extra_lines)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def jev_config(tmp_path: Path, jev_url: str, **refine: Any) -> Path:
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in refine.items())
-    config = tmp_path / "jevrefine.toml"
-    config.write_text(
-        f"""
-[model]
-provider = "openai"
-name = "fake-model"
-system = "Answer briefly."
-max_tokens = 50
-
-[judge]
-kind = "jev"
-base_url = "{jev_url}"
-
-[[judge.criteria]]
-name = "is_good"
-question = "Is `assistant_answer` good?"
-when_false = "The answer is not good"
-minimum = 0.7
-
-[refine]
-max_repeat_attempts = 1
-{extra}
-[run]
-concurrency = 4
-""",
-        encoding="utf-8",
-    )
-    return config
-
-
-def good_unless_bad(state: dict[str, Any], questions: dict[str, Any]) -> dict[str, float]:
-    """P(yes) = 0.9, except for answers that mention 'bad'."""
-    low = "bad" in state["assistant_answer"]
-    return {question: 0.1 if low else 0.9 for question in questions}
-
-
-async def run_cli(*argv: str) -> int:
-    # main() starts its own event loop: run it on a worker thread, beside the fake servers'.
-    return await anyio.to_thread.run_sync(cli.main, list(argv))
+    use_keys(monkeypatch)
 
 
 async def test_run_refines_with_a_judge_and_reports(

@@ -12,20 +12,23 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from jevrefine import cli
+from cli_support import (
+    SECRET,
+    good_unless_bad,
+    jev_config,
+    read_jsonl,
+    run_cli,
+    use_keys,
+    write_jsonl,
+)
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
-
-SECRET = "sk-test-do-not-print-0123456789"
 
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.setenv("TYPESAFE_API_KEY", SECRET)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    use_keys(monkeypatch)
 
 
 class _Page(HTMLParser):
@@ -45,55 +48,10 @@ class _Page(HTMLParser):
             self.ids.append(str(found["data-case-id"]))
 
 
-def write_prompts(path: Path, prompts: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(p) + "\n" for p in prompts), encoding="utf-8")
-    return path
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-async def run_cli(*argv: str) -> int:
-    # main() starts its own event loop: run it on a worker thread, beside the fake servers'.
-    return await anyio.to_thread.run_sync(cli.main, list(argv))
-
-
-def jev_config(tmp_path: Path, jev_url: str) -> Path:
-    config = tmp_path / "jevrefine.toml"
-    config.write_text(
-        f"""
-[model]
-provider = "openai"
-name = "fake-model"
-
-[judge]
-kind = "jev"
-base_url = "{jev_url}"
-
-[[judge.criteria]]
-name = "is_good"
-question = "Is `assistant_answer` good?"
-when_false = "The answer is not good"
-minimum = 0.7
-
-[refine]
-max_repeat_attempts = 1
-""",
-        encoding="utf-8",
-    )
-    return config
-
-
-def good_unless_bad(state: dict[str, Any], questions: dict[str, Any]) -> dict[str, float]:
-    low = "bad" in state["assistant_answer"]
-    return {question: 0.1 if low else 0.9 for question in questions}
-
-
 async def test_the_report_shows_every_row_with_the_summary_numbers(tmp_path: Path) -> None:
     prompts = [{"id": f"q{i}", "prompt": f"question {i}"} for i in range(5)]
     prompts.append({"id": "<q-bad>", "prompt": 'a bad one <script>alert("x")</script>'})
-    source = write_prompts(tmp_path / "in.jsonl", prompts)
+    source = write_jsonl(tmp_path / "in.jsonl", prompts)
     output, report = tmp_path / "out.jsonl", tmp_path / "report.html"
     async with FakeOpenAIServer() as model, FakeJevServer(good_unless_bad) as jev:
         config = jev_config(tmp_path, jev.base_url)
@@ -102,7 +60,7 @@ async def test_the_report_shows_every_row_with_the_summary_numbers(tmp_path: Pat
             "--base-url", model.base_url, "--report", str(report), "--no-progress",
         )  # fmt: skip
     assert code == 0
-    rows = read_rows(output)
+    rows = read_jsonl(output)
     text = report.read_text(encoding="utf-8")
     page = _Page(text)
     assert page.ids == [row["id"] for row in rows]
@@ -125,14 +83,14 @@ async def test_a_resumed_run_reports_every_row_of_its_output(tmp_path: Path) -> 
     output, report = tmp_path / "out.jsonl", tmp_path / "report.html"
     flags = ("--provider", "openai", "--judge", "none", "--no-progress")
     async with FakeOpenAIServer() as model:
-        first = write_prompts(tmp_path / "first.jsonl", prompts[:3])
+        first = write_jsonl(tmp_path / "first.jsonl", prompts[:3])
         assert (
             await run_cli(
                 "run", str(first), "-o", str(output), "--base-url", model.base_url, *flags
             )
             == 0
         )
-        every = write_prompts(tmp_path / "every.jsonl", prompts)
+        every = write_jsonl(tmp_path / "every.jsonl", prompts)
         code = await run_cli(
             "run", str(every), "-o", str(output), "--base-url", model.base_url,
             "--report", str(report), *flags,
@@ -152,7 +110,7 @@ async def test_a_resumed_run_reports_every_row_of_its_output(tmp_path: Path) -> 
 async def test_with_stdout_output_the_report_holds_this_runs_rows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = write_prompts(tmp_path / "in.jsonl", [{"prompt": "one"}, {"prompt": "two"}])
+    source = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "one"}, {"prompt": "two"}])
     report = tmp_path / "report.html"
     async with FakeOpenAIServer() as model:
         code = await run_cli(
@@ -169,7 +127,7 @@ async def test_with_stdout_output_the_report_holds_this_runs_rows(
 async def test_a_report_path_that_cannot_work_stops_before_any_model_call(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
-    source = write_prompts(tmp_path / "in.jsonl", [{"prompt": "one"}])
+    source = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "one"}])
     output = tmp_path / "out.jsonl"
     output.write_text("", encoding="utf-8")
     async with FakeOpenAIServer() as model:

@@ -7,7 +7,18 @@ import math
 import pytest
 
 from jevrefine import UserError
-from jevrefine._validate import boolean, choice, integer, number, order, secret, text
+from jevrefine._validate import (
+    HTTPRoot,
+    boolean,
+    choice,
+    http_root,
+    instance,
+    integer,
+    number,
+    order,
+    secret,
+    text,
+)
 from jevrefine.jev.errors import JudgeUsageError
 
 
@@ -94,3 +105,35 @@ def test_order_is_strictly_inside_the_precedence_bounds() -> None:
             order(bad, example=7)
     with pytest.raises(JudgeUsageError, match=r"order='1' is not a whole number.*e\.g\. order=7"):
         order("1", example=7, error=JudgeUsageError)
+
+
+def test_instance_passes_the_type_and_names_what_to_pass_instead() -> None:
+    assert instance("when", 3, int, example="3") == 3
+    with pytest.raises(JudgeUsageError) as caught:
+        instance("retry", {"max_retries": 2}, float, example="RetryPolicy()", error=JudgeUsageError)
+    assert str(caught.value) == (
+        "retry={'max_retries': 2} is not a float: pass e.g. retry=RetryPolicy()"
+    )
+    with pytest.raises(UserError, match=r"is not an httpx2\.AsyncClient"):
+        instance("http_client", object(), int, example="...", kind_name="an httpx2.AsyncClient")
+
+
+@pytest.mark.parametrize(
+    ("url", "root"),
+    [
+        ("http://127.0.0.1:8080/", HTTPRoot("http://127.0.0.1:8080", "http", "127.0.0.1", 8080)),
+        ("https://a.example", HTTPRoot("https://a.example", "https", "a.example", 443)),
+        ("http://[::1]/v1//", HTTPRoot("http://[::1]/v1", "http", "::1", 80)),
+    ],
+)  # fmt: skip
+def test_http_root_strips_the_slash_and_fills_the_port(url: str, root: HTTPRoot) -> None:
+    assert http_root("base_url", url, example="https://x") == root
+
+
+@pytest.mark.parametrize("url", ["http://h:99999", "http://[::1", "ftp://h", "h:80", "http://"])
+def test_http_root_refuses_what_no_client_can_reach(url: str) -> None:
+    with pytest.raises(UserError) as caught:
+        http_root("base_url", url, example="https://api.typesafe.ai")
+    assert "is not an http(s) URL: pass e.g. base_url='https://api.typesafe.ai'" in str(
+        caught.value
+    )

@@ -23,7 +23,16 @@ no control bytes), one agreeing `Content-Length` of digits only, `Transfer-Encod
 nothing (never both), chunk sizes of 1 to 16 hex digits with optional extensions, CRLF after
 every chunk, at most 100 trailer lines. A violation raises `MalformedResponseError` and the
 connection is closed, never pooled. `max_response_bytes` bounds the body under every framing
-(declared length, chunked, read until close): no more than one byte past it is ever read.
+(declared length, chunked, read until close): no more than one byte past it is ever read, and
+`jevrefine.exceptions.ResponseTooLargeError` is raised (the one cap and error of the package,
+`jevrefine._limits`; `JudgeClient` passes it on as `JudgeResponseTooLargeError`), unless the
+caller's `too_large` builds its own.
+
+This fast path is measured against one httpx2 series (`MEASURED_WITH_HTTPX2`), and leans on how
+httpx2 treats a transport: what `handle_async_request` raises reaches the caller unchanged, the
+per-request timeouts are in `request.extensions["timeout"]`, a `Response` built on a
+`ByteStream` is complete. `tests/test_fast_paths.py` pins all of it: it fails when the installed
+httpx2 leaves the measured series, saying to re-run the benchmark.
 """
 
 from __future__ import annotations
@@ -40,8 +49,12 @@ import anyio
 import anyio.abc
 import httpx2
 
+from ._limits import DEFAULT_MAX_RESPONSE_BYTES
+from .exceptions import ResponseTooLargeError
+
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "MEASURED_WITH_HTTPX2",
     "KeepAliveTransport",
     "MalformedResponseError",
     "ResponseTooLargeError",
@@ -75,13 +88,11 @@ _TCHAR: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJK
 _CONTROL: Final = bytes(range(32)) + b"\x7f"
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
 _NO_LIMIT: Final = float("inf")
-DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
-"""A System One answer is kilobytes; a body past this is a broken or hostile server, and reading
-it whole would let one response take the process's memory."""
 
-
-class ResponseTooLargeError(httpx2.TransportError):
-    """The response body is longer than the transport's `max_response_bytes` (not retried)."""
+MEASURED_WITH_HTTPX2: Final = ((2, 16), (2, 17))
+"""The httpx2 versions (from, up to but not including) this transport was benchmarked with:
+`python -m benchmarks --only bench_judge_client bench_adapter_cpu`, run 2026-12-01 with httpx2
+2.16.2."""
 
 
 class MalformedResponseError(httpx2.RemoteProtocolError):
@@ -366,7 +377,13 @@ class _BodyTooLarge(Exception):
 
 
 def _too_large(request: httpx2.Request, limit: int, declared: int | None) -> Exception:
-    return ResponseTooLargeError(f"the response body is longer than {limit} bytes", request=request)
+    # Not an httpx error: httpx passes what a transport raises through unchanged, and the one
+    # jevrefine type lets every caller catch the cap alike, whichever reader hit it.
+    return ResponseTooLargeError(
+        f"the response from {request.url.host} is larger than max_response_bytes={limit:,}; "
+        "the read stopped and the connection was closed",
+        limit=limit,
+    )
 
 
 def _still_open(stream: anyio.abc.ByteStream) -> bool:

@@ -15,21 +15,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Final, Literal, TypeVar, overload
+from urllib.parse import urlsplit
 
 from .exceptions import UserError
 
 __all__ = [
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
+    "HTTPRoot",
     "boolean",
     "choice",
+    "http_root",
+    "instance",
     "integer",
     "number",
     "order",
     "secret",
     "shown",
     "text",
+    "wrong_type",
 ]
 
 HIGHEST_PRECEDENCE: Final = -(2**31)
@@ -277,3 +283,63 @@ def boolean(name: str, value: object, *, error: type[UserError] = UserError) -> 
     if not isinstance(value, bool):
         raise _fail(name, value, "is not a bool", f"pass {name}=True or {name}=False", error)
     return value
+
+
+def instance(
+    name: str,
+    value: object,
+    kind: type[_T],
+    *,
+    example: str,
+    kind_name: str | None = None,
+    error: type[UserError] = UserError,
+) -> _T:
+    """`value` if it is a `kind`, else `wrong_type(...)`'s error.
+
+    A concrete `kind` only (mypy refuses an abstract class here): for one, test `isinstance`
+    and raise `wrong_type` yourself.
+    """
+    if isinstance(value, kind):
+        return value
+    raise wrong_type(name, value, kind_name or f"a {kind.__name__}", example=example, error=error)
+
+
+def wrong_type(
+    name: str, value: object, kind_name: str, *, example: str, error: type[UserError] = UserError
+) -> UserError:
+    """The error for a value of the wrong type, naming `name`, the value and `example`.
+
+    "retry={...} is not a RetryPolicy: pass e.g. retry=RetryPolicy(max_retries=2)";
+    `kind_name` is the type with its article ("an httpx2.AsyncClient").
+    """
+    return _fail(name, value, f"is not {kind_name}", f"pass e.g. {name}={example}", error)
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPRoot:
+    """An http(s) URL checked once: what a client connects to and prefixes its paths with."""
+
+    url: str
+    """The URL without a trailing slash."""
+    scheme: Literal["http", "https"]
+    """`http` or `https`."""
+    host: str
+    """The host name or address (IPv6 without brackets)."""
+    port: int
+    """The port: the URL's, else 80 or 443 by the scheme."""
+
+
+def http_root(
+    name: str, value: str, *, example: str, error: type[UserError] = UserError
+) -> HTTPRoot:
+    """`value` as an http(s) URL with a host and a valid port, else a `UserError` naming `name`."""
+    url = value.rstrip("/")
+    try:
+        split = urlsplit(url)
+        port = split.port  # raises for a port that is not a number from 0 to 65535
+    except ValueError:
+        split, port = None, None
+    if split is None or split.scheme not in ("http", "https") or not split.hostname:
+        raise _fail(name, url, "is not an http(s) URL", f"pass e.g. {name}={example!r}", error)
+    scheme: Literal["http", "https"] = "https" if split.scheme == "https" else "http"
+    return HTTPRoot(url, scheme, split.hostname, port or (443 if scheme == "https" else 80))

@@ -88,19 +88,27 @@ class ModelError(JevrefineError):
 
 
 class ResponseTooLargeError(ModelError):
-    """A response body was larger than the model's `max_response_bytes`; the read stopped.
+    """A response body was larger than `max_response_bytes`; the read stopped there.
 
-    Not transient: asking again brings the same body back.
+    The one error for the one cap (`jevrefine._limits.DEFAULT_MAX_RESPONSE_BYTES`, 32 MiB unless
+    the model is given another), on the model side and the Jev side alike: the Jev client raises
+    `JudgeResponseTooLargeError`, which is both this and a `JudgeResponseError`. Not transient:
+    asking again brings the same body back.
     """
 
-    def __init__(self, message: str, *, limit: int | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, limit: int | None = None, model_name: str | None = None
+    ) -> None:
+        super().__init__(message, model_name=model_name)
         self.limit = limit
         """The cap, in bytes, that the body went past."""
 
 
 class ModelHTTPError(ModelError):
     """The provider answered with an error status."""
+
+    # What to do about it, when a subclass knows; else the message gets a hint picked by status.
+    _hint: str | None = None
 
     def __init__(
         self,
@@ -122,7 +130,7 @@ class ModelHTTPError(ModelError):
         """The response headers (authorization headers are never kept here)."""
         text = message or _summarise_body(body)
         where = f" from {model_name}" if model_name else ""
-        hint = _STATUS_HINTS.get(status_code, "")
+        hint = self._hint if self._hint is not None else _STATUS_HINTS.get(status_code, "")
         super().__init__(f"HTTP {status_code}{where}: {text}{hint}".rstrip(), model_name=model_name)
 
     @property
@@ -161,30 +169,12 @@ class ContextOverflowError(ModelHTTPError):
     same request fails the same way.
     """
 
-    def __init__(
-        self,
-        status_code: int,
-        body: Any = None,
-        retry_after: float | None = None,
-        *,
-        model_name: str | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(
-            status_code,
-            body,
-            retry_after,
-            model_name=model_name,
-            headers=headers,
-            message=f"{_summarise_body(body)}{_OVERFLOW_HINT}",
-        )
+    _hint = (
+        " (the prompt and the answer do not fit the model's context window: lower max_tokens "
+        "(--max-tokens), shorten the prompt or the system message, or use a model with a larger "
+        "context)"
+    )
 
-
-_OVERFLOW_HINT = (
-    " (the prompt and the answer do not fit the model's context window: lower max_tokens "
-    "(--max-tokens), shorten the prompt or the system message, or use a model with a larger "
-    "context)"
-)
 
 # Lower-cased phrases of the servers' context-overflow answers (llama.cpp, OpenAI, vLLM).
 _OVERFLOW_MARKERS = (

@@ -13,28 +13,17 @@ import anyio
 import pytest
 from evals_support import write_cases
 
+from cli_support import SECRET, read_jsonl, run_cli, use_keys
 from jevrefine import cli
 from jevrefine.cli._eval import LOCAL_MAX_TOKENS, _config
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
-SECRET = "sk-test-do-not-print-0123456789"
 SHORT = {"type": "word-count", "value": {"max": 4}}
 
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-
-
-async def run_cli(*argv: str) -> int:
-    # main() starts its own event loop: run it on a worker thread, beside the fake servers'.
-    return await anyio.to_thread.run_sync(cli.main, list(argv))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    use_keys(monkeypatch, jev=False)
 
 
 def case_file(tmp_path: Path) -> Path:

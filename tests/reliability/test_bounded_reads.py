@@ -21,9 +21,9 @@ import openai
 import pytest
 
 import jevrefine as jr
+from jevrefine._limits import DEFAULT_MAX_RESPONSE_BYTES
 from jevrefine.exceptions import ResponseTooLargeError, UserError
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
-from jevrefine.models._bounded_transport import DEFAULT_MAX_RESPONSE_BYTES
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.base import ChatModel
 from jevrefine.models.openai import OpenAIChatModel

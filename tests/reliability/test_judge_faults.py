@@ -7,11 +7,14 @@ the promised number of attempts (requests the server saw). Backoff waits are rec
 from __future__ import annotations
 
 import email.utils
+import pickle
 import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from jevrefine._limits import DEFAULT_MAX_RESPONSE_BYTES
+from jevrefine.exceptions import ResponseTooLargeError
 from jevrefine.jev import (
     JudgeAPIError,
     JudgeAuthenticationError,
@@ -26,6 +29,7 @@ from jevrefine.jev import (
     JudgeRequestTimeoutError,
     JudgeRequestTooLargeError,
     JudgeResponseError,
+    JudgeResponseTooLargeError,
     JudgeServerError,
     JudgeTimeoutError,
     JudgeValidationError,
@@ -42,9 +46,16 @@ TIMEOUT = 0.3
 SLOW = 1.0
 
 
-def _client(server_url: str, recorder: Sleeps, retries: int) -> JudgeClient:
+def _client(
+    server_url: str, recorder: Sleeps, retries: int, timeout: float = TIMEOUT
+) -> JudgeClient:
     policy = RetryPolicy(max_retries=retries, sleep=recorder)
-    return JudgeClient("test-key", base_url=server_url, retry=policy, timeout=TIMEOUT)
+    return JudgeClient("test-key", base_url=server_url, retry=policy, timeout=timeout)
+
+
+# Permanent faults do not wait on the clock; a long timeout keeps a loaded machine (the fake
+# writing a 32 MiB body) from turning them into timeouts.
+SLOW_OK = 10.0
 
 
 Fault = Callable[[FakeJevServer], None]
@@ -91,8 +102,8 @@ PERMANENT: dict[str, tuple[Fault, type[JudgeError]]] = {
     ),
     # The declared length alone is over the bound: refused before the body is read.
     "huge body": (
-        lambda s: s.fail(200, b'{"model": "' + b"x" * (17 * 1024 * 1024) + b'"}'),
-        JudgeResponseError,
+        lambda s: s.huge_body(DEFAULT_MAX_RESPONSE_BYTES + 1),
+        JudgeResponseTooLargeError,
     ),
 }
 
@@ -154,7 +165,7 @@ async def test_permanent_fault_is_never_retried(
     fault, error = PERMANENT[name]
     fault(jev_server)
     recorder = Sleeps()
-    async with _client(jev_server.base_url, recorder, retries=retries) as client:
+    async with _client(jev_server.base_url, recorder, retries=retries, timeout=SLOW_OK) as client:
         with pytest.raises(error) as caught:
             await client.system_one("The sky is blue.", QUESTIONS)
     assert len(jev_server.requests) == 1
@@ -168,7 +179,7 @@ async def test_permanent_fault_is_never_retried(
 
 async def test_huge_chunked_body_is_cut_off(jev_server: FakeJevServer) -> None:
     """Promise: a body with no declared length is read only up to the bound, not to the end."""
-    from jevrefine.jev._transport import KeepAliveTransport, ResponseTooLargeError
+    from jevrefine.jev._transport import KeepAliveTransport
     from jevrefine.testing._http import HTTPRequest, StreamingHTTPResponse
 
     sent: list[int] = []
@@ -190,6 +201,26 @@ async def test_huge_chunked_body_is_cut_off(jev_server: FakeJevServer) -> None:
             await http.post(jev_server.base_url + "/v1/systemone", content=b"{}")
     # The server could only push what the socket buffers took beyond the 1 MiB read.
     assert len(sent) < 1000
+
+
+async def test_a_huge_answer_is_the_one_too_large_error_of_both_trees(
+    jev_server: FakeJevServer,
+) -> None:
+    """Promise: past the package's one cap (32 MiB, the models' too) the Jev client raises an
+    error that both `except JudgeResponseError` and `except ResponseTooLargeError` catch, naming
+    the cap; it is not transient and not retried."""
+    jev_server.huge_body(DEFAULT_MAX_RESPONSE_BYTES + 1, chunked=True)
+    async with _client(jev_server.base_url, Sleeps(), retries=2, timeout=SLOW_OK) as client:
+        with pytest.raises(JudgeResponseTooLargeError) as caught:
+            await client.system_one("The sky is blue.", QUESTIONS)
+    error = caught.value
+    assert isinstance(error, JudgeResponseError)
+    assert isinstance(error, ResponseTooLargeError)
+    assert error.limit == DEFAULT_MAX_RESPONSE_BYTES == 32 * 1024 * 1024
+    assert f"max_response_bytes={DEFAULT_MAX_RESPONSE_BYTES:,}" in str(error)
+    assert not error.is_transient
+    assert len(jev_server.requests) == 1
+    assert pickle.loads(pickle.dumps(error)).limit == error.limit
 
 
 def _retry_after_date(seconds: int) -> str:

@@ -75,6 +75,7 @@ import pydantic
 
 from ..exceptions import UserError
 from ..jev.errors import JudgeUsageError
+from ._providers import HOSTED, JEV_KEY_ENV, open_chat_model, resolve_provider
 
 if TYPE_CHECKING:
     from ..jev.protocol import SystemOneClient
@@ -96,7 +97,7 @@ __all__ = [
 
 ProviderName = Literal["auto", "local", "openai", "anthropic"]
 
-_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "jev": "TYPESAFE_API_KEY"}
+_KEYS = {**{name: facts.key_env for name, facts in HOSTED.items()}, "jev": JEV_KEY_ENV}
 
 LOCAL_MAX_TOKENS = 256
 """`max_tokens` on the local model when none is set. Without a cap the small model can ramble
@@ -662,21 +663,6 @@ def _problem(error: Mapping[str, Any]) -> str:
     return f"unknown key{hint} ({described} takes {', '.join(keys)})"
 
 
-def resolve_provider(requested: str) -> Literal["local", "openai", "anthropic"]:
-    """The provider to use: the one requested, else the first whose API key is set, else local."""
-    if requested == "openai":
-        return "openai"
-    if requested == "anthropic":
-        return "anthropic"
-    if requested == "local":
-        return "local"
-    if os.environ.get(_KEYS["openai"]):
-        return "openai"
-    if os.environ.get(_KEYS["anthropic"]):
-        return "anthropic"
-    return "local"
-
-
 def missing_key(config: CliConfig) -> str | None:
     """What API key the settings need but the environment lacks, said in CLI terms; else None.
 
@@ -697,7 +683,7 @@ def missing_key(config: CliConfig) -> str | None:
     for provider, base_url, flag in needs:
         if provider == "local" or base_url is not None or os.environ.get(_KEYS[provider]):
             continue
-        name = "OpenAI" if provider == "openai" else "Anthropic"
+        name = HOSTED[provider].label
         return (
             f"no {name} API key: set the {_KEYS[provider]} environment variable, pass {flag} "
             "of a compatible server that takes none, or use --provider local (no key needed)"
@@ -799,23 +785,13 @@ async def _open_model(
     base_url: str | None,
     local_slots: int,
 ) -> ChatModel:
-    chosen = resolve_provider(provider)
-    if chosen == "openai":
-        from ..models.openai import OpenAIChatModel
-
-        return await stack.enter_async_context(
-            OpenAIChatModel(name or "gpt-4o-mini", base_url=base_url)
-        )
-    if chosen == "anthropic":
-        from ..models.anthropic import AnthropicChatModel
-
-        return await stack.enter_async_context(
-            AnthropicChatModel(name or "claude-haiku-4-5", base_url=base_url)
-        )
-    from ..local import LocalModelServer
-
     slots = max(1, min(local_slots, LOCAL_MAX_SLOTS))
-    server = await stack.enter_async_context(
-        LocalModelServer(name, ctx=LOCAL_SLOT_CONTEXT * slots, parallel=slots)
+    model, _ = await open_chat_model(
+        stack,
+        resolve_provider(provider),
+        name,
+        base_url=base_url,
+        ctx=LOCAL_SLOT_CONTEXT * slots,
+        parallel=slots,
     )
-    return await stack.enter_async_context(server.openai_model())
+    return model

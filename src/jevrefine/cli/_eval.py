@@ -15,18 +15,18 @@ import importlib.util
 import json
 import os
 import sys
-import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
 from ..exceptions import JevrefineError, UserError
 from ..messages import ChatOptions
-from ._config import CliConfig, ConfigError, JudgeSection, open_models, resolve_provider
+from ._config import CliConfig, ConfigError, JudgeSection, open_models
 from ._io import open_output
-from ._run import _Bar, _console, _model_flags, batch_limits, config_of, limit_flags
+from ._progress import Bar, Tally, console
+from ._providers import resolve_provider
+from ._run import _model_flags, batch_limits, config_of, limit_flags
 
 if TYPE_CHECKING:
     from ..client import ChatClient
@@ -150,33 +150,13 @@ def previous_rows(path: str | None) -> dict[str, dict[str, Any]]:
     return rows
 
 
-@dataclass
-class _Progress:
-    done: int = 0
-    ran: int = 0
-    passed: int = 0
-    errors: int = 0
-    tokens: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
+class _Progress(Tally):
     def add(self, row: dict[str, Any]) -> None:
-        self.done += 1
+        """One more case done, read from its report row."""
         self.tokens += sum(int(row.get(k) or 0) for k in ("model_tokens", "judge_tokens"))
         self.tokens += int(row.get("grader_tokens") or 0)
-        if row.get("error") is not None:
-            self.errors += 1
-        else:
-            self.ran += 1
-            self.passed += bool(row.get("passed_final"))
-
-    def fields(self) -> dict[str, str]:
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        return {
-            "rate": f"{self.done / elapsed:,.2f}/s",
-            "pass_rate": f"{self.passed / self.ran:.0%}" if self.ran else "-",
-            "tokens": f"{self.tokens:,}",
-            "errors": str(self.errors),
-        }
+        ok = row.get("error") is None
+        self.count(ok=ok, passed=bool(row.get("passed_final")) if ok else None)
 
 
 class _Eval:
@@ -197,7 +177,7 @@ class _Eval:
             done = {k: v for k, v in earlier.items() if v.get("error") is None}
         todo = [case for case in self.cases if case.id not in done]
         out = open_output(args.out, append=not args.restart) if args.out else None
-        bar = _Bar(_console(enabled=not args.no_progress), len(self.cases))
+        bar = Bar(console(enabled=not args.no_progress), len(self.cases))
         for case in self.cases:
             if case.id in done:
                 self.progress.add(done[case.id])

@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import os
 import sys
 import time
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import pydantic
@@ -29,6 +28,7 @@ from .._version import __version__
 from ..client import ChatClient
 from ..exceptions import JevrefineError
 from ._eval import add_eval_command, eval_command
+from ._providers import Provider, open_chat_model, resolve_provider
 from ._run import add_commands as add_batch_commands
 from ._run import run_command as run_batch_command
 
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from ..models.base import ChatModel
 
 __all__ = ["main"]
-
-Provider = Literal["local", "openai", "anthropic"]
 
 DEFAULT_PROMPT = "Why is the sky blue?"
 DEMO_SYSTEM = "You are a concise assistant. Answer in two sentences at most."
@@ -53,39 +51,15 @@ class CityFacts(pydantic.BaseModel):
     population_millions: float
 
 
-def choose_provider(requested: str) -> Provider:
-    """The provider to use: the one requested, else the first whose API key is set, else local."""
-    if requested in ("local", "openai", "anthropic"):
-        return requested  # type: ignore[return-value]
-    if os.environ.get("OPENAI_API_KEY"):
-        return "openai"
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    return "local"
+choose_provider = resolve_provider
+"""The provider to use: the one requested, else the first whose API key is set, else local."""
 
 
 @contextlib.asynccontextmanager
 async def open_model(provider: Provider, model: str | None) -> AsyncIterator[tuple[ChatModel, str]]:
     """Open the demo's model; yields it with a one-line description of where it runs."""
-    if provider == "openai":
-        from ..models.openai import OpenAIChatModel
-
-        async with OpenAIChatModel(model or "gpt-4o-mini") as chat_model:
-            yield chat_model, f"OpenAI {chat_model.model_name}"
-        return
-    if provider == "anthropic":
-        from ..models.anthropic import AnthropicChatModel
-
-        async with AnthropicChatModel(model or "claude-haiku-4-5") as chat_model:
-            yield chat_model, f"Anthropic {chat_model.model_name}"
-        return
-    from ..local import LocalModelServer
-
-    async with LocalModelServer(model) as server, server.openai_model() as chat_model:
-        yield (
-            chat_model,
-            f"{server.alias} on the local llama.cpp server at {server.url} (no API key set)",
-        )
+    async with contextlib.AsyncExitStack() as stack:
+        yield await open_chat_model(stack, provider, model)
 
 
 async def run_demo(

@@ -32,7 +32,7 @@ import time
 import traceback
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
@@ -56,11 +56,9 @@ from ._io import (
     read_records,
     retried_ids,
 )
+from ._progress import Bar, Tally, console
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.progress import Progress
-
     from ..client import ChatClientRequest, PromptSpec
     from ..judge._judge import Judge
 
@@ -293,30 +291,17 @@ _RESUME = "every line written so far is complete: run the same command again to 
 
 
 @dataclass
-class _Stats:
-    done: int = 0
-    passed: int = 0
-    judged: int = 0
-    errors: int = 0
+class _Stats(Tally):
     resumed: int = 0
     retried: int = 0
     bad: int = 0
-    tokens: int = 0
     in_flight: int = 0
     answers: int = 0
     """Model answers asked for so far (every attempt of every item), finished or not."""
-    started: float = field(default_factory=time.perf_counter)
 
     def fields(self) -> dict[str, str]:
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        pass_rate = f"{self.passed / self.judged:.0%}" if self.judged else "-"
-        return {
-            "rate": f"{self.done / elapsed:,.1f}/s",
-            "pass_rate": pass_rate,
-            "tokens": f"{self.tokens:,}",
-            "errors": str(self.errors),
-            "activity": f"{self.in_flight} in flight, {self.answers} answers asked",
-        }
+        activity = f"{self.in_flight} in flight, {self.answers} answers asked"
+        return {**super().fields(), "activity": activity}
 
 
 class _Batch:
@@ -327,8 +312,8 @@ class _Batch:
         self.config = config
         self.judging = args.command == "judge"
         self.stats = _Stats()
-        self.console = _console(enabled=not args.no_progress)
-        self._bar: _Bar | None = None
+        self.console = console(enabled=not args.no_progress)
+        self._bar: Bar | None = None
         self.started = False
         """Whether the models are open and items may have run."""
         # --report reads the output file back at the end (resumed rows too); stdout is kept here.
@@ -337,10 +322,10 @@ class _Batch:
             [] if self.report and args.output in (None, "-") else None
         )
 
-    def bar(self, total: int | None) -> _Bar:
+    def bar(self, total: int | None) -> Bar:
         """The progress bar, created on first use."""
         if self._bar is None:
-            self._bar = _Bar(self.console, total)
+            self._bar = Bar(self.console, total)
         return self._bar
 
     async def run(self) -> int:
@@ -500,13 +485,8 @@ class _Batch:
         out.flush()  # each line is complete on disk: an interrupted run resumes from here
         if self.report_rows is not None:
             self.report_rows.append(row)
-        stats = self.stats
-        stats.done += 1
-        stats.errors += not ok
-        if passed is not None:
-            stats.judged += 1
-            stats.passed += passed
-        self.bar(None).advance(stats.fields())
+        self.stats.count(ok=ok, passed=passed)
+        self.bar(None).advance(self.stats.fields())
 
     def _write_report(self, path: str, where: str) -> None:
         from ..evals._html import render_run_html
@@ -653,77 +633,3 @@ def _rows_of(path: str) -> list[dict[str, Any]]:
 
 def _error_text(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
-
-
-def _console(*, enabled: bool) -> Console | None:
-    if not enabled:
-        return None
-    try:
-        from rich.console import Console
-    except ImportError:
-        print('no progress bar: pip install "jevrefine[cli]" for one', file=sys.stderr)
-        return None
-    return Console(stderr=True)
-
-
-class _Bar:
-    """The live progress bar (rate, pass rate, tokens, errors) on stderr; silent when off."""
-
-    def __init__(self, console: Console | None, total: int | None) -> None:
-        self._progress: Progress | None = None
-        if console is None:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TextColumn("pass {task.fields[pass_rate]}"),
-            TextColumn("{task.fields[tokens]} tokens"),
-            TextColumn("{task.fields[errors]} errors"),
-            TextColumn("{task.fields[activity]}"),
-            TimeElapsedColumn(),
-            console=console,
-            refresh_per_second=4,
-        )
-        self._task = self._progress.add_task(
-            "jevrefine",
-            total=total,
-            rate="-",
-            pass_rate="-",
-            tokens="0",
-            errors="0",
-            activity="",
-        )
-
-    def __enter__(self) -> _Bar:
-        if self._progress is not None:
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def advance(self, fields: dict[str, str]) -> None:
-        """One more line done; `fields` are the figures shown."""
-        self._update(fields, advance=1)
-
-    def show(self, fields: dict[str, str]) -> None:
-        """New figures, no line done (an attempt started): the bar moves while items run."""
-        self._update(fields, advance=0)
-
-    def _update(self, fields: dict[str, str], *, advance: int) -> None:
-        if self._progress is not None:
-            # `activity` is the batch commands' own; `eval` shows the four others.
-            names = ("rate", "pass_rate", "tokens", "errors", "activity")
-            shown: dict[str, Any] = {k: fields[k] for k in names if k in fields}
-            self._progress.update(self._task, advance=advance, **shown)

@@ -33,6 +33,7 @@ from .errors import JudgeRateLimitError as JudgeRateLimitError
 from .errors import JudgeRequestTimeoutError as JudgeRequestTimeoutError
 from .errors import JudgeRequestTooLargeError as JudgeRequestTooLargeError
 from .errors import JudgeResponseError as JudgeResponseError
+from .errors import JudgeResponseTooLargeError as JudgeResponseTooLargeError
 from .errors import JudgeServerError as JudgeServerError
 from .errors import JudgeTimeoutError as JudgeTimeoutError
 from .errors import JudgeUsageError as JudgeUsageError
@@ -73,6 +74,7 @@ __all__ = [
     "JudgeRequestTimeoutError",
     "JudgeRequestTooLargeError",
     "JudgeResponseError",
+    "JudgeResponseTooLargeError",
     "JudgeServerError",
     "JudgeTimeoutError",
     "JudgeUsageError",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .._transport import (
     DEFAULT_MAX_RESPONSE_BYTES,
+    MEASURED_WITH_HTTPX2,
     KeepAliveTransport,
     MalformedResponseError,
     ResponseTooLargeError,
@@ -15,6 +16,7 @@ from .._transport import (
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "MEASURED_WITH_HTTPX2",
     "KeepAliveTransport",
     "MalformedResponseError",
     "ResponseTooLargeError",

@@ -23,7 +23,6 @@ import os
 import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -34,14 +33,16 @@ from .. import _validate as check
 from .._closing import AsyncClosing
 from .._headers import redact, redact_error
 from .._version import __version__
+from ..exceptions import ResponseTooLargeError
 from ..telemetry import Telemetry
 from ._telemetry import JudgeCallRecorder, record_retry
-from ._transport import KeepAliveTransport, MalformedResponseError, ResponseTooLargeError
+from ._transport import KeepAliveTransport, MalformedResponseError
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
     JudgeConnectionError,
     JudgeError,
     JudgeResponseError,
+    JudgeResponseTooLargeError,
     JudgeTimeoutError,
     JudgeUsageError,
     api_error,
@@ -122,6 +123,32 @@ def _resolve_key(api_key: object) -> str:
     return key
 
 
+def _request_headers(key: str) -> dict[str, str]:
+    headers = {
+        "accept": "application/json",
+        "content-type": "application/json",
+        "user-agent": f"jevrefine/{__version__}",
+    }
+    if key:  # an explicit "" sends none (local servers)
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _default_http_client(timeout: float, max_concurrency: int | None) -> httpx2.AsyncClient:
+    """The built-in pool: the keep-alive transport, or httpx's own when a proxy is set."""
+    pool = max(_POOL_SIZE, max_concurrency or 0)
+    if _proxy_configured():
+        # The lean transport speaks no proxy protocol: honour HTTP(S)_PROXY with httpx's.
+        return httpx2.AsyncClient(
+            timeout=timeout,
+            limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool),
+        )
+    return httpx2.AsyncClient(
+        timeout=timeout,
+        transport=KeepAliveTransport(max_connections=pool, keepalive_expiry=_KEEPALIVE_EXPIRY),
+    )
+
+
 class JudgeClient(AsyncClosing):
     """An async client of the Jev System One API; a `SystemOneClient`.
 
@@ -167,13 +194,12 @@ class JudgeClient(AsyncClosing):
         legacy_attributes: bool | None = None,
     ) -> None:
         key = _resolve_key(api_key)
-        if not isinstance(retry, RetryPolicy):
-            raise JudgeUsageError(
-                f"retry={check.shown(retry)} is not a RetryPolicy: pass e.g. "
-                "retry=RetryPolicy(max_retries=2)"
-            )
+        error = JudgeUsageError
+        self._retry = check.instance(
+            "retry", retry, RetryPolicy, example="RetryPolicy(max_retries=2)", error=error
+        )
         self._timeout = check.number(
-            "timeout", timeout, above=0, unit="seconds", example=10.0, error=JudgeUsageError
+            "timeout", timeout, above=0, unit="seconds", example=10.0, error=error
         )
         self._total_timeout = check.number(
             "total_timeout",
@@ -182,73 +208,42 @@ class JudgeClient(AsyncClosing):
             optional=True,
             unit="seconds",
             example=30.0,
-            error=JudgeUsageError,
+            error=error,
         )
         self._max_concurrency = check.integer(
-            "max_concurrency",
-            max_concurrency,
-            minimum=1,
-            optional=True,
-            example=16,
-            error=JudgeUsageError,
+            "max_concurrency", max_concurrency, minimum=1, optional=True, example=16, error=error
         )
-        base_url = check.text("base_url", base_url, optional=True, error=JudgeUsageError)
-        model = check.text(
-            "model", model, optional=True, example="jev-latest", error=JudgeUsageError
+        base_url = check.text("base_url", base_url, optional=True, error=error)
+        model = check.text("model", model, optional=True, example="jev-latest", error=error)
+        root = check.http_root(
+            "base_url",
+            base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL,
+            example=DEFAULT_BASE_URL,
+            error=error,
         )
-        root = (base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL).rstrip(
-            "/"
-        )
-        try:
-            split = urlsplit(root)
-            port = split.port  # raises for a port that is not a number from 0 to 65535
-        except ValueError:
-            split, port = None, None
-        if split is None or split.scheme not in ("http", "https") or not split.hostname:
-            raise JudgeUsageError(
-                f"base_url={check.shown(root)} is not an http(s) URL: pass the API root, e.g. "
-                f"base_url={DEFAULT_BASE_URL!r}"
-            )
-        self._base_url = root
+        self._base_url = root.url
         self._model = model or os.environ.get(DEFAULT_MODEL_ENV, "").strip() or DEFAULT_MODEL
-        self._retry = retry
         self._limiter: anyio.CapacityLimiter | None = None
-        self._address = split.hostname
-        self._port = port or (443 if split.scheme == "https" else 80)
-        self._system_one_url = root + SYSTEM_ONE_PATH
-        self._models_url = root + MODELS_PATH
-        headers = {
-            "accept": "application/json",
-            "content-type": "application/json",
-            "user-agent": f"jevrefine/{__version__}",
-        }
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        self._headers = headers
+        self._address = root.host
+        self._port = root.port
+        self._system_one_url = root.url + SYSTEM_ONE_PATH
+        self._models_url = root.url + MODELS_PATH
+        self._headers = _request_headers(key)
         # Kept only to blank it out of what a server echoes back; never printed.
         self._secret = key or None
         self._owns_http = http_client is None
-        if http_client is not None and not isinstance(http_client, httpx2.AsyncClient):
-            raise JudgeUsageError(
-                f"http_client={check.shown(http_client)} is not an httpx2.AsyncClient: pass one, "
-                "or None for the built-in pool"
+        self._http = (
+            _default_http_client(self._timeout, self._max_concurrency)
+            if http_client is None
+            else check.instance(
+                "http_client",
+                http_client,
+                httpx2.AsyncClient,
+                example="httpx2.AsyncClient(...), or None for the built-in pool",
+                kind_name="an httpx2.AsyncClient",
+                error=error,
             )
-        if http_client is None:
-            pool = max(_POOL_SIZE, self._max_concurrency or 0)
-            if _proxy_configured():
-                # The lean transport speaks no proxy protocol: honour HTTP(S)_PROXY with httpx's.
-                http_client = httpx2.AsyncClient(
-                    timeout=self._timeout,
-                    limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool),
-                )
-            else:
-                http_client = httpx2.AsyncClient(
-                    timeout=self._timeout,
-                    transport=KeepAliveTransport(
-                        max_connections=pool, keepalive_expiry=_KEEPALIVE_EXPIRY
-                    ),
-                )
-        self._http = http_client
+        )
         self._telemetry = Telemetry(
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
@@ -523,11 +518,14 @@ class JudgeClient(AsyncClosing):
                 headers=headers,
                 timeout=httpx2.Timeout(timeout, pool=None),
             )
-        except (ResponseTooLargeError, MalformedResponseError) as exc:
-            # Not a connection failure: the server answered, with something no answer can be.
-            # Retrying would read the same flood (or the same broken framing) again.
-            excerpt = getattr(exc, "excerpt", b"")
-            shown = f" {self._excerpt(excerpt, 80)!r}" if excerpt else ""
+        # Neither is a connection failure: the server answered, with something no answer can
+        # be. Retrying would read the same flood (or the same broken framing) again.
+        except ResponseTooLargeError as exc:
+            raise JudgeResponseTooLargeError(
+                f"{method} {url}: {exc}", limit=exc.limit or 0
+            ) from None
+        except MalformedResponseError as exc:
+            shown = f" {self._excerpt(exc.excerpt, 80)!r}" if exc.excerpt else ""
             raise JudgeResponseError(f"{method} {url}: {exc}{shown}") from None
         except httpx2.TimeoutException as exc:
             # `from None`: httpx's exception holds the request, and the request holds the key.

@@ -17,6 +17,7 @@ JudgeError (a JevrefineError)
 ├── JudgeConnectionError                   no answer: refused, reset, DNS, TLS (retried)
 │   └── JudgeTimeoutError                  no answer in time (retried within the budget)
 ├── JudgeResponseError                     a 2xx answer whose body is not what the API promises
+│   └── JudgeResponseTooLargeError         the body is over the cap (also a ResponseTooLargeError)
 └── AnswerNotFoundError (also a LookupError)  a response has no answer of that name and type
 ```
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..exceptions import JevrefineError, UserError, is_transient_status
+from ..exceptions import JevrefineError, ResponseTooLargeError, UserError, is_transient_status
 
 __all__ = [
     "AnswerNotFoundError",
@@ -46,6 +47,7 @@ __all__ = [
     "JudgeRequestTimeoutError",
     "JudgeRequestTooLargeError",
     "JudgeResponseError",
+    "JudgeResponseTooLargeError",
     "JudgeServerError",
     "JudgeTimeoutError",
     "JudgeUsageError",
@@ -251,6 +253,27 @@ class JudgeResponseError(JudgeError):
 
 def _rebuild_response_error(message: str, field_path: str, body: Any) -> JudgeResponseError:
     return JudgeResponseError(message, field_path=field_path, body=body)
+
+
+class JudgeResponseTooLargeError(JudgeResponseError, ResponseTooLargeError):
+    """The answer's body is longer than the response-size cap; the read stopped there.
+
+    Both a `JudgeResponseError` (code that handles unreadable Jev answers sees it) and the
+    package's one `ResponseTooLargeError` (code that handles the cap on either side sees it);
+    `limit` is the cap in bytes. Not transient and never retried: the server would send the
+    same body again.
+    """
+
+    def __init__(self, message: str, *, limit: int, request_id: str | None = None) -> None:
+        super().__init__(message, request_id=request_id)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_too_large, (str(self), self.limit))
+
+
+def _rebuild_too_large(message: str, limit: int) -> JudgeResponseTooLargeError:
+    return JudgeResponseTooLargeError(message, limit=limit)
 
 
 class AnswerNotFoundError(JudgeError, LookupError):

@@ -305,8 +305,12 @@ class ModelJudgeClient:
         score_starts_at: Literal[0, 1] = 0,
     ) -> None:
         if not isinstance(chat_model, ChatModel):
-            raise JudgeUsageError(
-                f"ModelJudgeClient needs a ChatModel, got {type(chat_model).__name__}"
+            raise check.wrong_type(
+                "chat_model",
+                chat_model,
+                "a ChatModel",
+                example="OpenAIChatModel('gpt-4o-mini')",
+                error=JudgeUsageError,
             )
         self._model = chat_model
         self._concurrency = check.integer(

@@ -30,12 +30,12 @@ It reads each body whole, so streams get a second client: the SDK's default one,
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Final
 
 import httpx2
 from httpx2._utils import URLPattern, get_environment_proxies
 
 from .. import rate_limit
+from .._limits import DEFAULT_MAX_RESPONSE_BYTES
 from .._transport import KeepAliveTransport, SocketOption
 from .._validate import integer
 from ..exceptions import ResponseTooLargeError
@@ -47,9 +47,6 @@ __all__ = [
     "lean_http_client",
     "proxy_applies",
 ]
-
-DEFAULT_MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
-"""32 MiB: far above any chat answer (a 128k-token answer is well under 1 MiB of JSON)."""
 
 
 def check_max_response_bytes(value: object) -> int | None:

@@ -1,0 +1,94 @@
+"""The fast paths the benchmarks justify, pinned: each fails loudly when what it relies on moves.
+
+- `CallAdvisorChain.next_call` hands back the next advisor's own coroutine, no wrapper of its own
+  (`benchmarks/bench_chain_overhead.py`).
+- The Jev client's keep-alive transport (`jevrefine/jev/_transport.py`) was measured with one
+  httpx2 series and relies on how httpx2 treats a transport (`benchmarks/bench_judge_client.py`).
+
+The third, the inactive-telemetry shortcut, belongs to the telemetry module and its tests.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import pytest
+
+import jevrefine as jr
+from jevrefine.advisors.chain import CallAdvisorChain
+from jevrefine.client import ChatClientRequest, ChatClientResponse
+from jevrefine.jev import _transport
+from jevrefine.testing import FunctionModel
+
+
+@dataclass
+class _Peek:
+    """Looks at what `next_call` hands back before awaiting it."""
+
+    name: str
+    order: int
+    seen: list[Any] = field(default_factory=list)
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        step = chain.next_call(request)
+        self.seen.append(step)
+        return await step
+
+
+async def test_next_call_hands_back_the_next_advisors_own_coroutine() -> None:
+    """Promise: between two advisors the chain adds no coroutine of its own. An `async def
+    next_call` (or any wrapper) would be one more frame resumed at every I/O wake-up, which
+    `bench_chain_overhead` measured; if this must change, re-run that benchmark."""
+    outer, inner = _Peek("outer", 1), _Peek("inner", 2)
+    client = jr.ChatClient(FunctionModel(lambda _messages: "ok"), advisors=[outer, inner])
+    assert await client.prompt("hi").content() == "ok"
+    assert not inspect.iscoroutinefunction(CallAdvisorChain.next_call)
+    [step] = outer.seen
+    assert inspect.iscoroutine(step)
+    assert step.cr_code is _Peek.advise_call.__code__  # the inner advisor's coroutine itself
+    [last] = inner.seen
+    assert inspect.iscoroutine(last)
+    assert last.cr_code.co_name != "next_call"
+
+
+def _series(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_httpx2_is_the_series_the_keep_alive_transport_was_measured_with() -> None:
+    """Promise: the transport's speed-up holds for the httpx2 it was measured with; another
+    series may have changed what the transport works around (its pool, its writes)."""
+    installed = importlib.metadata.version("httpx2")
+    low, high = _transport.MEASURED_WITH_HTTPX2
+    assert low <= _series(installed) < high, (
+        f"httpx2 {installed} is outside {low}..{high} (exclusive), the series the Jev "
+        "keep-alive transport was benchmarked with: re-run `python -m benchmarks --only "
+        "bench_judge_client` against httpx's default transport (http_client=httpx2.AsyncClient()), "
+        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/jev/_transport.py"
+    )
+
+
+class _Raising(httpx2.AsyncBaseTransport):
+    def __init__(self) -> None:
+        self.timeouts: dict[str, Any] = {}
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.timeouts = dict(request.extensions["timeout"])
+        raise jr.ResponseTooLargeError("too large", limit=1)
+
+
+async def test_httpx2_passes_a_transports_own_error_through_and_hands_it_the_timeouts() -> None:
+    """Promise: the two httpx2 behaviours the transport relies on: what it raises reaches the
+    caller unchanged (the cap's error), and the per-phase timeouts arrive in the request."""
+    transport = _Raising()
+    async with httpx2.AsyncClient(transport=transport) as http:
+        with pytest.raises(jr.ResponseTooLargeError):
+            await http.get("http://127.0.0.1:9/", timeout=httpx2.Timeout(3.0, pool=None))
+    assert transport.timeouts == {"connect": 3.0, "read": 3.0, "write": 3.0, "pool": None}
