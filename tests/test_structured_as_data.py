@@ -190,6 +190,32 @@ async def test_prompt_based_under_the_guardrail_screens_the_callers_text(
     assert adapter.last_user_texts() == [QUESTION + _instructions()]
 
 
+async def test_self_refine_around_the_guardrail_both_see_the_callers_text(
+    adapter: Adapter, jev: JudgeClient, jev_server: FakeJevServer
+) -> None:
+    adapter.script(BAD, GOOD)
+
+    def answer(state: Any, questions: dict[str, Any]) -> dict[str, float]:
+        if "text" in state:  # a guardrail screening: nothing hazardous
+            return dict.fromkeys(questions, 0.0)
+        return dict.fromkeys(questions, 0.9 if state["assistant_answer"] == GOOD else 0.1)
+
+    jev_server.answer = answer
+    refine = SelfRefineAdvisor(Judge(jev, [noul("is_right", IS_RIGHT)]), max_repeat_attempts=1)
+    client = ChatClient(adapter.model, advisors=[refine, GuardrailAdvisor(jev)])
+
+    assert await client.prompt(QUESTION).entity(City, native=False) == City(
+        name="Paris", population=2100000
+    )
+
+    states = [r.json["state"] for r in jev_server.requests]
+    screened = [s["text"] for s in states if "text" in s]
+    assert screened == [QUESTION, BAD, GOOD]  # the input once, then each attempt's answer
+    judged = [s["user_question"] for s in states if "user_question" in s]
+    assert judged == [f"user: {QUESTION}"] * 2
+    assert all(t.endswith(_instructions()) for t in adapter.last_user_texts())
+
+
 async def test_a_guardrail_refusal_under_entity_is_a_structured_output_error(
     adapter: Adapter, jev: JudgeClient, jev_server: FakeJevServer
 ) -> None:
