@@ -443,26 +443,25 @@ class PromptSpec:
     async def entity(self, target: Any, *, native: bool | None = None) -> Any:
         """Send the prompt and read the answer as `target`.
 
-        `target` may be a pydantic model, a dataclass, a TypedDict, `dict` or `list[X]`.
-        `native=True` sends its JSON schema as the response format; `native=False` appends
-        format instructions to the last user message; `None` picks native where the model
-        declares support (`ChatModel.supports_native_structured_output`).
+        `target` may be a pydantic model, a dataclass, a TypedDict, `dict`, `list[X]` or a
+        scalar (`int`, `str`, ...). `native=True` sends its JSON schema as the response format;
+        `native=False` appends format instructions to the last user message; `None` picks native
+        where the model declares support (`ChatModel.supports_native_structured_output`).
+
+        The request carries the spec (`ChatClientRequest.output_spec`); it is rendered into the
+        prompt only at the chain's terminal link, so advisors (the judge, memory, retrieval, the
+        guardrail) see the text the caller wrote.
 
         Raises:
             StructuredOutputError: the answer does not fit `target`; `raw_text` keeps the answer.
         """
-        spec = output_spec(target)
         client = self._client
-        request = self.request()
+        if native is not None:
+            native = _validate.boolean("native", native)
         use_native = client._model.supports_native_structured_output if native is None else native
-        prompt = request.prompt
-        if use_native:
-            prompt = prompt.with_options(
-                replace(prompt.options, response_format=spec.response_format())
-            )
-        else:
-            prompt = spec.with_instructions(prompt)
-        response = await client._call(self, request.copy(prompt=prompt, context=request.context))
+        spec = output_spec(target, native=bool(use_native))
+        request = self.request()
+        response = await client._call(self, request.copy(output_spec=spec, context=request.context))
         return spec.parse(response.content, model_name=response.chat_response.metadata.model)
 
     def stream(self) -> AsyncIterator[str]:

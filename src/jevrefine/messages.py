@@ -17,12 +17,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import pydantic
 
 from . import _validate
 from .exceptions import EmptyResponseError, UserError
+
+if TYPE_CHECKING:
+    from .structured import OutputSpec
+
+    _RenderedSpec: TypeAlias = OutputSpec[Any] | None
+else:
+    # pydantic reads this annotation at run time (`PROMPT_ADAPTER`), and `structured` imports this
+    # module: to pydantic the field is an opaque value it never serializes (`exclude=True`).
+    _RenderedSpec = Any
 
 __all__ = [
     "CHAT_RESPONSE_ADAPTER",
@@ -411,6 +420,14 @@ class Prompt:
     """The conversation, oldest first."""
     options: ChatOptions = _DEFAULT_OPTIONS
     """Options of this call."""
+    output_spec: Annotated[_RenderedSpec, pydantic.Field(exclude=True)] = field(
+        default=None, compare=False, repr=False
+    )
+    """The structured output this prompt was rendered for, set by the chain's terminal link.
+
+    The rendering is already in the messages or options (`OutputSpec.render`); this tells a
+    model what was asked without parsing text. Adapters send what is rendered and ignore it.
+    """
 
     def __post_init__(self) -> None:
         if not isinstance(self.messages, tuple):
@@ -431,11 +448,15 @@ class Prompt:
 
     def with_messages(self, messages: Iterable[Message]) -> Prompt:
         """A copy with other messages and the same options."""
-        return Prompt(tuple(messages), self.options)
+        return Prompt(tuple(messages), self.options, self.output_spec)
 
     def with_options(self, options: ChatOptions) -> Prompt:
         """A copy with other options and the same messages."""
-        return Prompt(self.messages, options)
+        return Prompt(self.messages, options, self.output_spec)
+
+    def with_output_spec(self, output_spec: OutputSpec[Any] | None) -> Prompt:
+        """A copy that says it was rendered for `output_spec` (see `OutputSpec.render`)."""
+        return Prompt(self.messages, self.options, output_spec)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,16 @@
 """Structured output: turn a Python type into a JSON schema, and the model's answer into that type.
 
-Two ways to ask for JSON (`entity(T, native=...)`):
+`entity(T, native=...)` puts an `OutputSpec` on the request (`ChatClientRequest.output_spec`):
+data, not prose. Advisors see the caller's text; the chain's terminal link renders the spec right
+before the model call (`OutputSpec.render`), in one of two ways:
 
 - **native** — the schema goes to the model as the response format, which enforces it;
 - **prompt-based** — format instructions are appended to the last user message. They start with
-  `FORMAT_INSTRUCTIONS_MARKER`, so a model (or an advisor) can strip them again with
-  `strip_format_instructions`.
+  `FORMAT_INSTRUCTIONS_MARKER`; a state converter that receives the prompt as sent can strip them
+  again with `strip_format_instructions`.
+
+The prompt the model receives carries the spec it was rendered for (`Prompt.output_spec`), so a
+model that needs it (`JevChatModel`) reads it rather than parsing the text.
 
 Non-object targets (`list[X]`, `int`, ...) are wrapped as `{"result": ...}` because providers
 require an object at the root of a response schema.
@@ -63,6 +68,39 @@ class OutputSpec(Generic[T]):
     """Whether the value sits under `{"result": ...}` because the type is not an object."""
     adapter: pydantic.TypeAdapter[T]
     """Validates the decoded value."""
+    native: bool = True
+    """`True`: the schema is sent as the response format; `False`: as prompt instructions."""
+
+    def with_native(self, native: bool) -> OutputSpec[T]:
+        """This spec, sent natively (`True`) or as prompt-based instructions (`False`)."""
+        return self if native is self.native else replace(self, native=native)
+
+    def render(self, prompt: Prompt) -> Prompt:
+        """`prompt` as the model receives it: the spec rendered, and carried on `output_spec`.
+
+        Native: the response format on the options. Prompt-based: the format instructions
+        appended to the last user message, so they come after anything an advisor added there
+        (a self-refine retry's feedback).
+        """
+        if self.native:
+            options = replace(prompt.options, response_format=self.response_format())
+            rendered = prompt.with_options(options)
+        else:
+            rendered = self.with_instructions(prompt)
+        return rendered.with_output_spec(self)
+
+    def without_instructions(self, text: str) -> str:
+        """`text` without the instructions `render` appended to it (unchanged if it has none).
+
+        Compares with this spec's own instructions, so no text is parsed: a user message that
+        merely quotes the marker, or an earlier turn's instructions, stays as it is.
+        """
+        if self.native:
+            return text
+        block = self.instructions()
+        if text.endswith(block):
+            return text[: -len(block)]
+        return "" if text == block.lstrip() else text
 
     def response_format(self) -> ResponseFormat:
         """The native response format for this type."""
@@ -120,12 +158,17 @@ class OutputSpec(Generic[T]):
             ) from exc
 
 
-def output_spec(target: Any) -> OutputSpec[Any]:
-    """The output spec of a type: a pydantic model, dataclass, TypedDict, `dict`, `list[X]`, ..."""
+def output_spec(target: Any, *, native: bool = True) -> OutputSpec[Any]:
+    """The output spec of a type, sent natively unless `native=False`.
+
+    `target` may be a pydantic model, a dataclass, a TypedDict, `dict`, `list[X]` or a scalar
+    (`int`, `str`, ...).
+    """
     try:
-        return _cached_spec(target)
+        spec = _cached_spec(target)
     except TypeError:  # unhashable target: build it uncached
-        return _build_spec(target)
+        spec = _build_spec(target)
+    return spec.with_native(native)
 
 
 @lru_cache(maxsize=256)

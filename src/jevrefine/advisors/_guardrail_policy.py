@@ -6,11 +6,16 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from .. import context_keys
+from .._request import context_entry
 from ..exceptions import UserError
 from ..jev.questions import Noul, Score
 from ..jev.responses import SystemOneResponse
+
+if TYPE_CHECKING:
+    from .._request import ChatClientRequest, ChatClientResponse
 
 __all__ = [
     "DEFAULT_INPUT_HAZARDS",
@@ -52,6 +57,29 @@ class GuardrailOutcome(enum.Enum):
     def refuses(self) -> bool:
         """Whether the turn is refused (`BLOCK` or `SUPPORT`)."""
         return self in (GuardrailOutcome.BLOCK, GuardrailOutcome.SUPPORT)
+
+    @classmethod
+    def of(
+        cls, source: ChatClientResponse | ChatClientRequest | Mapping[str, Any]
+    ) -> GuardrailOutcome | None:
+        """The outcome of the guardrail refusal `source` carries; `None` when it is no refusal.
+
+        `source` is a `ChatClientResponse`, a request or a context dict; reads
+        `context_keys.GUARDRAIL_OUTCOME` (which holds the outcome's name).
+
+        Raises:
+            UserError: the key holds something that is not an outcome's name.
+        """
+        name = context_entry(source, context_keys.GUARDRAIL_OUTCOME, str)
+        if name is None:
+            return None
+        try:
+            return cls[name]
+        except KeyError:
+            raise UserError(
+                f"the context key {context_keys.GUARDRAIL_OUTCOME!r} holds {name!r}, not one of "
+                f"{', '.join(o.name for o in cls)}: something other than the guardrail wrote it"
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,11 +174,15 @@ class ModelLink:
         self.parent = parent
 
     def prepare(self, request: ChatClientRequest) -> Prompt:
-        """The prompt to send: the request's, with its tools' definitions in the options.
+        """The prompt to send: the request's tools' definitions and output spec rendered into it.
 
         For a model with `supports_tools = False` the request's tools are dropped.
         """
         prompt = request.prompt
+        if request.output_spec is not None:
+            # Rendered here and nowhere earlier: every advisor saw the caller's own text, and
+            # prompt-based instructions land after whatever an advisor appended (retry feedback).
+            prompt = request.output_spec.render(prompt)
         # A model that cannot call tools (JevChatModel) is sent none: the client's tools are
         # dropped, as no tool loop runs for it. Tool definitions put on the prompt's options
         # directly reach the model, which refuses them.

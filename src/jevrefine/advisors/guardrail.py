@@ -19,15 +19,15 @@ the context key `jev.guardrail.outcome`, so the self-refine advisor returns it u
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, cast
 
 from opentelemetry._logs import Logger, LoggerProvider, get_logger
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import _validate, context_keys
-from .._request import ChatClientRequest, ChatClientResponse
+from .._request import ChatClientRequest, ChatClientResponse, context_entry
 from .._version import __version__
 from ..exceptions import JevrefineError, UserError
 from ..jev.errors import AnswerNotFoundError, JudgeResponseError
@@ -40,7 +40,6 @@ from ..messages import (
     concat_chunks,
 )
 from ..streaming import FLUSH, sink_of
-from ..structured import strip_format_instructions
 from ..telemetry import ERROR_TYPE, GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, error_type_of
 from ._guardrail_policy import (
     DEFAULT_INPUT_HAZARDS,
@@ -255,7 +254,7 @@ class GuardrailAdvisor:
         )
         if output is None or output.has_tool_calls or not output.text.strip():
             return response
-        if response.context.get(context_keys.GUARDRAIL_OUTCOME):
+        if GuardrailOutcome.of(response) is not None:
             return response  # already a refusal (another guardrail): nothing to screen
         try:
             verdict = await self._screen("output", output.text, self.output_hazards, chain)
@@ -274,6 +273,28 @@ class GuardrailAdvisor:
             return self._refuse(verdict, response.chat_response.metadata, response.context)
         return response
 
+    @staticmethod
+    def screening_failure_of(
+        source: ChatClientResponse | ChatClientRequest | Mapping[str, Any],
+    ) -> Literal["input", "output"] | None:
+        """Which screening failed open for `source` (`"output"`), or `None` when none did.
+
+        `source` is a `ChatClientResponse`, a request or a context dict; reads
+        `context_keys.GUARDRAIL_SCREENING_FAILURE`. The outcome of a refusal is
+        `GuardrailOutcome.of(response)`.
+
+        Raises:
+            UserError: the key holds something other than `"input"` or `"output"`.
+        """
+        key = context_keys.GUARDRAIL_SCREENING_FAILURE
+        value = context_entry(source, key, str)
+        if value is None or value in ("input", "output"):
+            return cast('Literal["input", "output"] | None', value)
+        raise UserError(
+            f"the context key {key!r} holds {value!r}, not 'input' or 'output': something "
+            "other than the guardrail wrote it"
+        )
+
     async def _input_verdict(
         self, request: ChatClientRequest, chain: CallAdvisorChain
     ) -> GuardrailVerdict | None:
@@ -284,8 +305,9 @@ class GuardrailAdvisor:
         if self in screened:
             return screened[self]
         user = request.prompt.last_user_message()
-        # What the user wrote: not the format instructions entity() appended to it.
-        text = strip_format_instructions(user.text) if user is not None else ""
+        # What the user wrote: entity()'s output spec travels on the request and is rendered
+        # only at the terminal link, so no format instructions are in this text.
+        text = user.text if user is not None else ""
         verdict = None
         if text.strip():
             # Fails closed: a screening error propagates, and nothing is remembered, so a later

@@ -21,10 +21,11 @@ judge's `supporting_context`. Where self-refine sits decides what retrieval does
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, ClassVar, Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from .. import _validate, context_keys
+from .._request import context_entry
 from ..exceptions import UserError
 from ..messages import UserMessage
 from ..retrieval import Document
@@ -180,6 +181,28 @@ class RetrievalAdvisor:
                     "not a Document"
                 )
         return documents
+
+    @staticmethod
+    def documents_of(
+        source: ChatClientResponse | ChatClientRequest | Mapping[str, Any],
+    ) -> list[Document]:
+        """The documents a retrieval advisor put into the prompt (`[]` when none ran).
+
+        `source` is a `ChatClientResponse`, a request or a context dict; reads
+        `context_keys.RETRIEVAL_DOCUMENTS`.
+
+        Raises:
+            UserError: the key holds something other than a list of documents.
+        """
+        documents = context_entry(source, context_keys.RETRIEVAL_DOCUMENTS, list)
+        if documents is None:
+            return []
+        if not all(isinstance(d, Document) for d in documents):
+            raise UserError(
+                f"the context key {context_keys.RETRIEVAL_DOCUMENTS!r} holds a list of something "
+                "other than Documents: something other than the retrieval advisor wrote it"
+            )
+        return list(documents)
 
     def __repr__(self) -> str:
         return f"RetrievalAdvisor({self.retriever!r}, order={self.order})"

@@ -5,7 +5,7 @@ judge = Judge(JudgeClient(), criteria=[noul("is_grounded", Noul("...", when_fals
 client = ChatClient(model, tools=[weather],
                     advisors=[SelfRefineAdvisor(judge, max_repeat_attempts=3)])
 response = await client.prompt("What is the weather in Paris?").call()
-report = response.context[context_keys.REFINE_REPORT]      # attempts, outcome, usage
+report = RefineReport.of(response)      # attempts, outcome, usage
 ```
 
 Each attempt calls the rest of the chain once and judges the answer. A failed verdict's feedback
@@ -22,18 +22,19 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
 from opentelemetry import trace
 
 from .. import _validate, context_keys
-from .._request import ChatClientRequest, ChatClientResponse
+from .._request import ChatClientRequest, ChatClientResponse, context_entry, with_usage
 from ..exceptions import JevrefineError, ModelError, UserError
 from ..jev.errors import JudgeError
 from ..judge._judge import Judge, JudgeInput
 from ..messages import AssistantMessage, Message, Prompt, Usage
 from ..tools import record_tool_calls
+from ._guardrail_policy import GuardrailOutcome
 from ._refine_input import (
     retry_prompt,
     tool_calls_from_prompt,
@@ -53,7 +54,7 @@ from .chain import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from .tool_calling import ToolCallingAdvisor
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator, Sequence
+    from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 
     from opentelemetry.trace import Span
 
@@ -134,6 +135,20 @@ class RefineReport:
     chosen: int | None = field(default=None, kw_only=True)
     """The `index` of the attempt returned (`None` when none was: `failed`)."""
 
+    @classmethod
+    def of(
+        cls, source: ChatClientResponse | ChatClientRequest | Mapping[str, Any]
+    ) -> RefineReport | None:
+        """The report self-refine left in a response's context (`None`: no self-refine ran).
+
+        `source` is the `ChatClientResponse` from `spec.call()`, a request, or a context dict;
+        reads `context_keys.REFINE_REPORT`.
+
+        Raises:
+            UserError: something other than a `RefineReport` is stored under the key.
+        """
+        return context_entry(source, context_keys.REFINE_REPORT, cls)
+
     @property
     def total_usage(self) -> Usage:
         """Model and judge tokens together (what a `token_budget` counts)."""
@@ -182,8 +197,7 @@ def default_skip_evaluation(request: ChatClientRequest, response: ChatClientResp
     unsafe request safe. Seed 000 describes the older behaviour, where the refusal is judged and
     retried; pass `skip_evaluation=` without the guardrail test to get it back.
     """
-    context = response.context
-    if context.get(context_keys.TOOL_RETURN_DIRECT) or context.get(context_keys.GUARDRAIL_OUTCOME):
+    if ToolCallingAdvisor.returned_direct(response) or GuardrailOutcome.of(response) is not None:
         return True
     return any(g.output.tool_calls for g in response.chat_response.results)
 
@@ -320,6 +334,8 @@ class SelfRefineAdvisor:
         )
         question = user_question(request.prompt)
         earlier_calls = tool_calls_from_prompt(request.prompt.messages)
+        # Read as is, not through `RetrievalAdvisor.documents_of`: an application advisor may
+        # put its own supporting texts (plain strings) under the key for the judge.
         documents = request.context.get(context_keys.RETRIEVAL_DOCUMENTS) or ()
         # Inside the tool loop, an answer that calls tools leaves this advisor; the loop's next
         # round comes back here and continues that attempt rather than starting a new budget.
@@ -565,24 +581,25 @@ class _Loop:
         self.judge_usage = paused.judge_usage
         return paused
 
-    def report(self, outcome: str, chosen: int | None) -> RefineReport:
-        """Build the report, note the outcome, and store it in the caller's context."""
+    def report(
+        self, outcome: str, chosen: int | None, response: ChatClientResponse | None = None
+    ) -> RefineReport:
+        """Build the report, note the outcome, and store it: the one writer of the report.
+
+        It goes into the context of the request self-refine received (what an outer advisor
+        holds, even when an exception carries the report out) and into the returned response's
+        context, which is the attempt's copy of it.
+        """
         self.outcome = outcome
         report = RefineReport(
             list(self.attempts), outcome, self.model_usage, self.judge_usage, chosen=chosen
         )
         self.request.context[context_keys.REFINE_REPORT] = report
+        if response is not None and response.context is not self.request.context:
+            response.context[context_keys.REFINE_REPORT] = report
         return report
 
     def finish(self, response: ChatClientResponse, outcome: str, chosen: int) -> ChatClientResponse:
         """The response to return: the report in its context, this call's model usage summed."""
-        report = self.report(outcome, chosen)
-        context: dict[str, Any] = response.context
-        context[context_keys.REFINE_REPORT] = report
-        metadata = response.chat_response.metadata
-        if metadata.usage == self.passed_up:
-            return response
-        chat_response = replace(
-            response.chat_response, metadata=replace(metadata, usage=self.passed_up)
-        )
-        return response.copy(chat_response=chat_response)
+        self.report(outcome, chosen, response)
+        return with_usage(response, self.passed_up)

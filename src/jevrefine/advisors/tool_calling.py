@@ -12,11 +12,10 @@ hand it wrapped tools for one attempt (`request.copy(tools=...)`, see
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from .. import _validate, context_keys
-from .._request import ChatClientRequest, ChatClientResponse
+from .._request import ChatClientRequest, ChatClientResponse, context_entry, with_usage
 from ..messages import (
     AssistantMessage,
     ChatResponse,
@@ -107,7 +106,7 @@ class ToolCallingAdvisor:
             usage = usage + response.chat_response.metadata.usage
             output = _first_output(response.chat_response)
             if output is None or not output.tool_calls:
-                return _with_usage(response, usage)
+                return with_usage(response, usage)
             if round_index == self.max_rounds:
                 raise ToolRoundsExceededError(
                     self.max_rounds, (*current.prompt.messages, output), response.chat_response
@@ -166,6 +165,14 @@ class ToolCallingAdvisor:
             max_calls=self.max_tool_calls,
         )
 
+    @staticmethod
+    def returned_direct(response: ChatClientResponse) -> bool:
+        """Whether `response` is a return-direct tool result rather than the model's answer.
+
+        Reads `context_keys.TOOL_RETURN_DIRECT`.
+        """
+        return bool(context_entry(response, context_keys.TOOL_RETURN_DIRECT, bool))
+
     def __repr__(self) -> str:
         return (
             f"ToolCallingAdvisor(max_rounds={self.max_rounds}, "
@@ -196,14 +203,6 @@ def _next_request(
 
 def _usage_only(usage: Usage) -> ChatResponse:
     return ChatResponse((Generation(AssistantMessage("")),), ChatResponseMetadata(usage=usage))
-
-
-def _with_usage(response: ChatClientResponse, usage: Usage) -> ChatClientResponse:
-    metadata = response.chat_response.metadata
-    if metadata.usage == usage:
-        return response
-    chat_response = replace(response.chat_response, metadata=replace(metadata, usage=usage))
-    return response.copy(chat_response=chat_response)
 
 
 def _direct_response(

@@ -21,7 +21,7 @@ from ..exceptions import UserError
 from ..jev.questions import Choice, Question
 from ..structured import WRAPPER_KEY
 
-__all__ = ["check_schema", "is_list_target"]
+__all__ = ["check_scalar", "check_schema", "is_list_target"]
 
 # Guards against `$ref` cycles; real schemas nest far less deeply.
 _MAX_DEPTH: Final = 16
@@ -33,6 +33,41 @@ def is_list_target(schema: Mapping[str, Any]) -> bool:
     if "title" in schema or not isinstance(properties, Mapping) or set(properties) != {WRAPPER_KEY}:
         return False
     return "array" in _types(_alternatives(properties[WRAPPER_KEY], schema, 0))
+
+
+def check_scalar(
+    schema: Mapping[str, Any], questions: Mapping[str, Question], *, target: str
+) -> str:
+    """The question whose answer is a single-value target (`entity(float)`, `entity(str)`).
+
+    `schema` is the `{"result": ...}` wrapper `entity()` sends for a non-object `target`.
+
+    Raises:
+        UserError: more than one question (which answer would it be?), or a type that cannot
+            hold the one answer (the message names the type to pass instead).
+    """
+    names = ", ".join(questions)
+    if len(questions) != 1:
+        raise UserError(
+            f"entity({target}) asks for one value, but this JevChatModel answers "
+            f"{len(questions)} questions ({names}); ask for a pydantic model, a dataclass or a "
+            "TypedDict with one field per question, or give the JevChatModel a single question"
+        )
+    ((name, question),) = questions.items()
+    inner = schema["properties"][WRAPPER_KEY]
+    if isinstance(question, Choice):
+        needed, wanted, answer = "string", "str", "a choice's label"
+    else:
+        needed, wanted, answer = "number", "float", f"a {question.type}'s value (such as 0.97)"
+    types = _types(_alternatives(inner, schema, 0))
+    if types and needed not in types:
+        raise UserError(
+            f"entity({target}) cannot hold the answer to {name!r}, {answer}; ask for "
+            f"entity({wanted})"
+        )
+    # The enum rules of a field apply to the one value: check it as the question's field.
+    check_schema({**schema, "properties": {name: inner}}, questions)
+    return name
 
 
 def check_schema(schema: Mapping[str, Any], questions: Mapping[str, Question]) -> tuple[str, ...]:

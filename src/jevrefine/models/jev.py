@@ -68,8 +68,8 @@ from ..messages import (
     SystemMessage,
     UserMessage,
 )
-from ..structured import format_instructions_schema, strip_format_instructions
-from ._jev_schema import check_schema, is_list_target
+from ..structured import WRAPPER_KEY, OutputSpec, strip_format_instructions
+from ._jev_schema import check_scalar, check_schema, is_list_target
 from .base import ChatModel
 
 __all__ = [
@@ -112,15 +112,17 @@ class JevChatModel(ChatModel):
             call. A name is the reply's field, so name each after the field it should fill.
         state_converter: How a prompt becomes the state (default: `default_state`). It receives
             the prompt as sent: on the prompt-based path that includes the appended format
-            instructions, which `without_format_instructions` removes.
+            instructions, which `without_format_instructions` removes (the spec they were
+            rendered from is on `prompt.output_spec`).
         answer_renderer: How the answers become the reply's text (default: `answers_as_json`). A
             custom renderer owns the reply's shape, so the native schema check is skipped.
         model: The model asked when the prompt's options name none (default: the client's).
 
     The reply is a JSON object, one field per question in declaration order: a noul's truth
-    value, a choice's label, a score's value. With `entity(T, native=True)` (the default, since
-    the model declares native structured output) `T`'s JSON schema is checked against the
-    questions before any call, and the reply holds only `T`'s fields. The whole
+    value, a choice's label, a score's value. With `entity(T)` (native or prompt-based: the
+    model reads the output spec from the prompt, not its text) `T`'s JSON schema is checked
+    against the questions before any call, and the reply holds only `T`'s fields. A single-value
+    target (`entity(float)`, `entity(str)`) takes the answer of a model with one question. The whole
     `SystemOneResponse` is in `Generation.metadata[RESPONSE_METADATA_KEY]`; the response metadata
     carries the answering model, the usage and the request id.
 
@@ -223,7 +225,7 @@ class JevChatModel(ChatModel):
                 structured output) a schema the questions cannot fill; before any call.
             JudgeError: the Jev call failed (`ModelError` when a `ModelJudgeClient`'s model did).
         """
-        fields = self._check(prompt)
+        fields, single = self._check(prompt)
         state = (self._state_converter or self.default_state)(prompt)
         model = prompt.options.model or self._model
         client = self._client
@@ -240,6 +242,9 @@ class JevChatModel(ChatModel):
             check_answers(response, self._questions, allow_missing=True)
         if self._answer_renderer is not None:
             text = self._answer_renderer(response)
+        elif single is not None:
+            value = json.loads(self.answers_as_json(response, fields=(single,)))[single]
+            text = json.dumps({WRAPPER_KEY: value}, ensure_ascii=False)
         else:
             names = fields or tuple(self._questions)
             _warn_missing(response, names)
@@ -269,8 +274,12 @@ class JevChatModel(ChatModel):
             "as generated text; use call(), content() or entity()"
         )
 
-    def _check(self, prompt: Prompt) -> tuple[str, ...]:
-        """Refuse what Jev cannot do; the fields the reply must hold (empty: every question)."""
+    def _check(self, prompt: Prompt) -> tuple[tuple[str, ...], str | None]:
+        """Refuse what Jev cannot do; say what the reply holds.
+
+        Returns the fields the reply must hold (empty: every question) and the one question
+        answering a single-value target (`None`: the reply is an object).
+        """
         options = prompt.options
         if options.tools:
             names = ", ".join(t.name for t in options.tools)
@@ -285,22 +294,35 @@ class JevChatModel(ChatModel):
                     f"a {message.role} message carries media; JevChatModel classifies text only. "
                     "Remove the media or describe it in text."
                 )
+        spec = prompt.output_spec
+        if spec is not None:
+            return self._check_spec(spec)
+        # A response format set by hand (no entity()): only its schema says what is wanted.
         response_format = options.response_format
-        if response_format is not None and response_format.schema is not None:
-            if self._answer_renderer is not None:
-                # A custom renderer owns the reply's shape; only a list target stays impossible.
-                if is_list_target(response_format.schema):
-                    check_schema(response_format.schema, self._questions)
-                return ()
-            wanted = check_schema(response_format.schema, self._questions)
-            # Declaration order, like the full reply; the schema only selects the fields.
-            return tuple(name for name in self._questions if name in wanted)
-        last_user = prompt.last_user_message()
-        if last_user is not None:
-            schema = format_instructions_schema(last_user.text)
-            if schema is not None and is_list_target(schema):
+        if response_format is None or response_format.schema is None:
+            return (), None
+        if self._answer_renderer is not None:
+            if is_list_target(response_format.schema):
+                check_schema(response_format.schema, self._questions)  # the list-target error
+            return (), None
+        return self._selected(check_schema(response_format.schema, self._questions)), None
+
+    def _check_spec(self, spec: OutputSpec[Any]) -> tuple[tuple[str, ...], str | None]:
+        """The reply `entity()`'s spec asks for, native or prompt-based alike."""
+        schema = spec.schema
+        is_list = spec.wrapped and is_list_target(schema)
+        if self._answer_renderer is not None:
+            # A custom renderer owns the reply's shape; only a list target stays impossible.
+            if is_list:
                 check_schema(schema, self._questions)  # raises the list-target error
-        return ()
+            return (), None
+        if spec.wrapped and not is_list:
+            return (), check_scalar(schema, self._questions, target=spec.name)
+        return self._selected(check_schema(schema, self._questions)), None
+
+    def _selected(self, wanted: tuple[str, ...]) -> tuple[str, ...]:
+        # Declaration order, like the full reply; the schema only selects the fields.
+        return tuple(name for name in self._questions if name in wanted)
 
     @staticmethod
     def default_state(prompt: Prompt) -> dict[str, Any]:
@@ -309,9 +331,10 @@ class JevChatModel(ChatModel):
         System messages are joined with a blank line (no `system` key without one); user and
         assistant messages with text follow in order; tool calls and tool results are left out.
         The format instructions `entity(..., native=False)` appended to the last user message
-        are removed, from that message only.
+        are removed, from that message only: the ones rendered from `prompt.output_spec`.
         """
         last_user = prompt.last_user_message()
+        spec = prompt.output_spec
         system: list[str] = []
         messages: list[dict[str, str]] = []
         for message in prompt.messages:
@@ -319,11 +342,9 @@ class JevChatModel(ChatModel):
                 if message.text.strip():
                     system.append(message.text)
             elif isinstance(message, UserMessage):
-                text = (
-                    strip_format_instructions(message.text)
-                    if message is last_user
-                    else message.text
-                )
+                text = message.text
+                if message is last_user and spec is not None:
+                    text = spec.without_instructions(text)
                 if text.strip():
                     messages.append({"role": "user", "content": text})
             elif isinstance(message, AssistantMessage) and message.text.strip():
