@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from opentelemetry.trace import SpanKind
 
-from .. import context_keys
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import StreamingNotSupportedError, UserError
 from ..telemetry import InstrumentedModel, Telemetry, check_response, mark_failed
@@ -193,21 +192,15 @@ class ModelLink:
 
     async def call(self, request: ChatClientRequest) -> ChatClientResponse:
         """Call the model once."""
-        conversation = request.context.get(context_keys.CONVERSATION_ID)
         response = await self.instrumented.call(
-            self.prepare(request),
-            conversation_id=conversation if isinstance(conversation, str) else None,
-            parent=self.parent,
+            self.prepare(request), parent=self.parent, context=request.context
         )
         return ChatClientResponse(check_response(self.model, response), request.context)
 
     async def stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
         """Stream the model's answer, chunk by chunk."""
-        conversation = request.context.get(context_keys.CONVERSATION_ID)
         async for chunk in self.instrumented.stream(
-            self.prepare(request),
-            conversation_id=conversation if isinstance(conversation, str) else None,
-            parent=self.parent,
+            self.prepare(request), parent=self.parent, context=request.context
         ):
             yield ChatClientResponse(chunk, request.context)
 

@@ -90,13 +90,16 @@ def is_no_op_meter(provider: metrics.MeterProvider | None) -> bool:
 
 def global_tracer_set() -> bool:
     """Whether a recording global tracer provider is installed (checked on every call)."""
-    return global_provider_set(
-        trace, "_TRACER_PROVIDER", trace.get_tracer_provider, _NO_OP_TRACER_PROVIDERS
-    )
+    # `global_provider_set` inlined: this runs on every model call with nothing listening.
+    provider = getattr(trace, "_TRACER_PROVIDER", _MISSING)
+    if provider is _MISSING:
+        provider = trace.get_tracer_provider()
+    return provider is not None and not isinstance(provider, _NO_OP_TRACER_PROVIDERS)
 
 
 def global_meter_set() -> bool:
     """Whether a recording global meter provider is installed (checked on every call)."""
-    return global_provider_set(
-        _metrics_api, "_METER_PROVIDER", metrics.get_meter_provider, _NO_OP_METER_PROVIDERS
-    )
+    provider = getattr(_metrics_api, "_METER_PROVIDER", _MISSING)
+    if provider is _MISSING:
+        provider = metrics.get_meter_provider()
+    return provider is not None and not isinstance(provider, _NO_OP_METER_PROVIDERS)

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
+from ..context_keys import CONVERSATION_ID
 from ..exceptions import StreamingNotSupportedError, UserError
 from ..messages import ChatResponse, concat_chunks
 from ..models.base import ChatModel
 from ._calls import ModelCallRecorder
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Coroutine
+    from collections.abc import AsyncIterator, Coroutine, Mapping
 
     from opentelemetry.context import Context
 
@@ -117,8 +118,12 @@ class InstrumentedModel(ChatModel):
         *,
         conversation_id: str | None = None,
         parent: Context | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> Coroutine[Any, Any, ChatResponse]:
         """Call the wrapped model once, inside its `chat` span: `await` the result.
+
+        `context` is the request context: its `conversation_id` labels the span (read only when
+        something records, so the inactive path does no lookup).
 
         A plain method handing back a coroutine: with nothing listening (`Telemetry.active()`
         false, see `_fastpath`) it is the wrapped model's own, so the wrapper adds no coroutine
@@ -126,6 +131,8 @@ class InstrumentedModel(ChatModel):
         """
         if not self.telemetry.active():
             return self.wrapped.call(prompt)
+        if conversation_id is None and context is not None:
+            conversation_id = _conversation_of(context)
         return self._recorded_call(prompt, conversation_id, parent)
 
     async def _recorded_call(
@@ -151,12 +158,15 @@ class InstrumentedModel(ChatModel):
         *,
         conversation_id: str | None = None,
         parent: Context | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[ChatResponse]:
         """Stream the wrapped model's answer; the span ends with the last chunk.
 
         Raises:
             StreamingNotSupportedError: the wrapped model does not stream.
         """
+        if conversation_id is None and context is not None:
+            conversation_id = _conversation_of(context)
         recorder = ModelCallRecorder(
             self.telemetry,
             self.wrapped,
@@ -182,3 +192,8 @@ class InstrumentedModel(ChatModel):
 
     def __repr__(self) -> str:
         return f"InstrumentedModel({self.wrapped!r})"
+
+
+def _conversation_of(context: Mapping[str, Any]) -> str | None:
+    conversation = context.get(CONVERSATION_ID)
+    return conversation if isinstance(conversation, str) else None
