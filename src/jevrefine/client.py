@@ -17,14 +17,14 @@ many times, concurrently. Defaults set on the client apply to every prompt; the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
 
 from . import _validate
 from ._request import ChatClientRequest, ChatClientResponse
@@ -61,7 +61,13 @@ from .streaming import (
     attach_sink,
 )
 from .structured import output_spec
-from .telemetry import ERROR_TYPE, CaptureMode, Telemetry, error_type_of
+from .telemetry import (
+    CaptureMode,
+    InstrumentationSettings,
+    Telemetry,
+    instrument_model,
+    mark_failed,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
@@ -77,6 +83,7 @@ __all__ = ["ChatClient", "ChatClientRequest", "ChatClientResponse", "PromptSpec"
 T = TypeVar("T")
 
 _NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
+_WORKFLOW: Final = "jevrefine.chat_client"
 
 
 class ChatClient:
@@ -99,6 +106,8 @@ class ChatClient:
         trace_advisors: one `advisor {name}` span per advisor per call.
         legacy_attributes: also emit seed 004's older attributes (`gen_ai.system`, upper-case
             finish reasons, a `total` token type); `None`: as `configure(...)` set (off).
+        instrumentation: all of the above telemetry settings as one `InstrumentationSettings`
+            (shareable with a `JudgeClient` or `ModelJudgeClient`); not together with them.
 
     The client never closes the model it was given: whoever created the model closes it.
     """
@@ -106,6 +115,7 @@ class ChatClient:
     __slots__ = (
         "_advisors",
         "_default_chain",
+        "_instrumented",
         "_model",
         "_options",
         "_system",
@@ -129,6 +139,7 @@ class ChatClient:
         trace_advisors: bool = False,
         legacy_attributes: bool | None = None,
         logger_provider: LoggerProvider | None = None,
+        instrumentation: InstrumentationSettings | None = None,
     ) -> None:
         if not isinstance(model, ChatModel):
             raise UserError(
@@ -142,25 +153,20 @@ class ChatClient:
                 "options=ChatOptions(temperature=0.2)"
             )
         trace_advisors = _validate.boolean("trace_advisors", trace_advisors)
-        if capture_content is not None and not isinstance(capture_content, bool | CaptureMode):
-            raise UserError(
-                f"capture_content={_validate.shown(capture_content)} is not a bool or a "
-                "CaptureMode: pass True, False, a CaptureMode, or None (the environment decides)"
-            )
-        if legacy_attributes is not None:
-            _validate.boolean("legacy_attributes", legacy_attributes)
         self._model = model
         self._system = system
         self._advisors = tuple(check_advisor(a) for a in _listed("advisors", advisors))
         self._tools = _check_tools(_listed("tools", tools))
         self._options = options or ChatOptions()
         self._telemetry = Telemetry(
+            instrumentation,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             logger_provider=logger_provider,
             capture_content=capture_content,
             legacy_attributes=legacy_attributes,
         )
+        self._instrumented = instrument_model(model, self._telemetry)
         self._trace_advisors = trace_advisors
         # Chains are immutable and re-enterable (and the tool loop keeps no state between
         # requests), so prompts that add no advisors share one of these two.
@@ -213,7 +219,7 @@ class ChatClient:
             advisors = (*advisors, ToolCallingAdvisor())
         return CallAdvisorChain(
             sort_advisors(advisors),
-            ModelLink(self._model, self._telemetry, parent=parent),
+            ModelLink(self._instrumented, parent=parent),
             trace_advisors=self._trace_advisors,
         )
 
@@ -230,23 +236,30 @@ class ChatClient:
     async def _traced_call(
         self, chain: CallAdvisorChain, request: ChatClientRequest
     ) -> ChatClientResponse:
-        span = self._telemetry.start_workflow_span()
+        telemetry = self._telemetry
+        span = telemetry.start_workflow_span()
+        started = time.perf_counter()
+        error_type: str | None = None
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             return await chain.next_call(request)
         except BaseException as exc:
-            _mark_failed(span, exc)
+            error_type = mark_failed(span, exc, describe=False)
             raise
         finally:
             otel_context.detach(token)
             span.end()
+            telemetry.record_workflow(time.perf_counter() - started, _WORKFLOW, error_type)
 
     async def _stream(
         self, spec: PromptSpec, request: ChatClientRequest | None = None
     ) -> AsyncIterator[ChatClientResponse]:
         if request is None:
             request = spec.request()
-        span = self._telemetry.start_workflow_span()
+        telemetry = self._telemetry
+        span = telemetry.start_workflow_span()
+        started = time.perf_counter()
+        error_type: str | None = None
         # The stream's spans get their parent explicitly: attaching a context inside an async
         # generator would leak it into the consumer between chunks.
         chain = self._chain(spec, parent=trace.set_span_in_context(span), request=request)
@@ -259,12 +272,13 @@ class ChatClient:
             async for chunk in chain.next_stream(request):
                 yield chunk
         except BaseException as exc:
-            _mark_failed(span, exc)
+            error_type = mark_failed(span, exc, describe=False)
             raise
         finally:
             # A consumer that left early: the model's stream (and its connection) closes now.
             await close_streams(request)
             span.end()
+            telemetry.record_workflow(time.perf_counter() - started, _WORKFLOW, error_type)
 
     async def _stream_events(self, spec: PromptSpec) -> AsyncIterator[StreamEvent]:
         request = spec.request()
@@ -306,11 +320,6 @@ def _shown_text(response: ChatResponse, sink: EventSink) -> str:
     if sink.live or not response.results:
         return ""  # a live self-refine has shown its text as events already
     return response.results[0].output.text
-
-
-def _mark_failed(span: trace.Span, exc: BaseException) -> None:
-    span.set_attribute(ERROR_TYPE, error_type_of(exc))
-    span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
 
 
 def _listed(name: str, values: object) -> tuple[Any, ...]:

@@ -98,6 +98,10 @@ class Usage:
     """Tokens sent to the model (prompt tokens), cached ones included."""
     output_tokens: int = 0
     """Tokens the model produced (completion tokens)."""
+    cache_read_input_tokens: int = 0
+    """Of `input_tokens`, those read from the provider's prompt cache (Anthropic reports them)."""
+    cache_creation_input_tokens: int = 0
+    """Of `input_tokens`, those written to the provider's prompt cache."""
 
     @property
     def total_tokens(self) -> int:
@@ -108,7 +112,10 @@ class Usage:
         if not isinstance(other, Usage):
             return NotImplemented
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
         )
 
 

@@ -313,13 +313,15 @@ def usage_tokens(response: Any) -> int | None:
     return total if isinstance(total, int) and total > 0 else None
 
 
-async def call_model(model: Any, prompt: Any) -> Any:
-    """`model.call(prompt)`, under the batch's model limiter when one is installed here."""
+async def call_model(model: Any, prompt: Any, **kwargs: Any) -> Any:
+    """`model.call(prompt, **kwargs)`, under the batch's model limiter when one is installed."""
     limiter = model_limiter()
     if limiter is None:
-        return await model.call(prompt)
+        return await model.call(prompt, **kwargs)
     return await limiter.run(
-        functools.partial(model.call, prompt), tokens=prompt_tokens(prompt), used=usage_tokens
+        functools.partial(model.call, prompt, **kwargs),
+        tokens=prompt_tokens(prompt),
+        used=usage_tokens,
     )
 
 

@@ -390,7 +390,7 @@ async def test_a_failed_screening_marks_its_span(
         await _client(_echo_model(), otel, GuardrailAdvisor(jev)).prompt(HELLO).content()
     (guard,) = [s for s in otel.spans() if s.name.startswith("apply_guardrail")]
     assert guard.status.status_code is StatusCode.ERROR
-    assert guard.attributes["error.type"] == "JudgeServerError"
+    assert guard.attributes["error.type"] == "503"
 
 
 # -- misc ----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from jevrefine import ChatClient, ChatResponse, Prompt
 from jevrefine import telemetry as telemetry_module
 from jevrefine.exceptions import EmptyResponseError, UserError
 from jevrefine.models.base import ChatModel
-from jevrefine.telemetry import CaptureMode, Telemetry
+from jevrefine.telemetry import CaptureMode, Telemetry, _fastpath
 from jevrefine.testing import FunctionModel
 from support import Telemetry as Otel
 
@@ -56,11 +56,11 @@ def test_defaults_set_by_configure_count() -> None:
 def test_an_unknown_meter_api_records_when_in_doubt(monkeypatch: pytest.MonkeyPatch) -> None:
     # Should the API's private globals move, the public getter decides, and its stand-in for an
     # unset provider is no longer recognised: metrics are recorded rather than lost.
-    monkeypatch.setattr(telemetry_module, "_metrics_api", None)
-    monkeypatch.setattr(telemetry_module, "_NO_OP_METER_PROVIDERS", (metrics.NoOpMeterProvider,))
+    monkeypatch.setattr(_fastpath, "_metrics_api", None)
+    monkeypatch.setattr(_fastpath, "_NO_OP_METER_PROVIDERS", (metrics.NoOpMeterProvider,))
     assert Telemetry().active()
     no_globals = types.SimpleNamespace()
-    assert not telemetry_module._global_provider_set(
+    assert not _fastpath.global_provider_set(
         no_globals, "_TRACER_PROVIDER", trace.get_tracer_provider, (trace.ProxyTracerProvider,)
     )
 
@@ -148,5 +148,6 @@ def test_an_sdk_installed_after_the_client_is_used_from_the_next_call() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
         "['chat fn', 'invoke_workflow jevrefine.chat_client'] "
-        "['gen_ai.client.operation.duration', 'gen_ai.client.token.usage']"
+        "['gen_ai.client.operation.duration', 'gen_ai.client.token.usage', "
+        "'gen_ai.workflow.duration']"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from ..telemetry import (
     ERROR_TYPE,
@@ -19,6 +19,7 @@ from ..telemetry import (
     emit_event,
     error_type_of,
 )
+from ..telemetry import mark_failed as _mark_failed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,7 +43,8 @@ __all__ = [
     "start_loop",
 ]
 
-LOOP_SPAN_NAME: Final = "invoke_workflow self_refine"
+WORKFLOW_NAME: Final = "self_refine"
+LOOP_SPAN_NAME: Final = f"invoke_workflow {WORKFLOW_NAME}"
 ATTEMPT_SPAN_NAME: Final = "self_refine.attempt"
 EVALUATION_EVENT: Final = "gen_ai.evaluation.result"
 
@@ -68,7 +70,7 @@ def start_loop(telemetry: Telemetry, max_repeat_attempts: int, parent: Context |
         kind=SpanKind.INTERNAL,
         attributes={
             GEN_AI_OPERATION_NAME: "invoke_workflow",
-            GEN_AI_WORKFLOW_NAME: "self_refine",
+            GEN_AI_WORKFLOW_NAME: WORKFLOW_NAME,
             REFINE_MAX_REPEAT_ATTEMPTS: max_repeat_attempts,
         },
     )
@@ -80,23 +82,28 @@ def end_loop(
     attempts: int,
     outcome: str | None,
     error: BaseException | None = None,
+    *,
+    elapsed: float | None = None,
 ) -> None:
-    """Record the attempt count and outcome (and the error, if any), count it, end the span."""
+    """Record the attempt count and outcome (and the error, if any), count it, end the span.
+
+    `elapsed` (seconds since `start_loop`) goes to the workflow duration metric.
+    """
     span.set_attribute(REFINE_ATTEMPTS, attempts)
     if outcome is not None:
         span.set_attribute(REFINE_OUTCOME, outcome)
         metric_attributes = {REFINE_OUTCOME: outcome}
         telemetry.refine_outcome.add(1, metric_attributes)
         telemetry.refine_attempts.record(attempts, metric_attributes)
-    if error is not None:
-        mark_failed(span, error)
+    error_type = None if error is None else mark_failed(span, error)
     span.end()
+    if elapsed is not None:
+        telemetry.record_workflow(elapsed, WORKFLOW_NAME, error_type)
 
 
-def mark_failed(span: Span, error: BaseException) -> None:
+def mark_failed(span: Span, error: BaseException) -> str:
     """Status ERROR and `error.type`; never the exception's text (it may quote content)."""
-    span.set_attribute(ERROR_TYPE, error_type_of(error))
-    span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
+    return _mark_failed(span, error, describe=False)
 
 
 def start_attempt(telemetry: Telemetry, number: int, parent: Context | None = None) -> Span:
@@ -113,12 +120,20 @@ def start_attempt(telemetry: Telemetry, number: int, parent: Context | None = No
 
 
 def record_verdict(
-    telemetry: Telemetry, span: Span, verdict: Verdict, response_id: str | None
+    telemetry: Telemetry,
+    span: Span,
+    verdict: Verdict,
+    response_id: str | None,
+    evaluated: Span | None = None,
 ) -> None:
     """One `gen_ai.evaluation.result` event per criterion, on the judged attempt's span.
 
-    Each is a span event and, parented to the attempt's span, a log event (logs API).
+    Each is a span event on the attempt (trace viewers) and a log event (logs API) parented to
+    `evaluated`, the `chat` span of the answer it judges, as the conventions ask (the attempt's
+    span when that is not known). An explanation is sent whenever the finding has one, passes
+    included.
     """
+    parent = evaluated if evaluated is not None else span
     span.set_attribute(REFINE_PASSED, verdict.passed)
     for finding in verdict.findings:
         attributes: dict[str, Any] = {
@@ -133,7 +148,7 @@ def record_verdict(
             attributes[EVALUATION_ESCALATED] = finding.escalated
         if response_id:
             attributes[GEN_AI_RESPONSE_ID] = response_id
-        emit_event(telemetry.events, span, EVALUATION_EVENT, attributes)
+        emit_event(telemetry.events, span, EVALUATION_EVENT, attributes, log_parent=parent)
 
 
 def record_evaluator_error(

@@ -26,15 +26,14 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
-from .. import _validate, context_keys
+from .. import _validate
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import StreamingNotSupportedError, UserError
-from ..messages import ChatResponse, Prompt, concat_chunks
+from ..messages import Prompt
 from ..rate_limit import call_model
-from ..telemetry import ERROR_TYPE, ModelCallRecorder, Telemetry, error_type_of
+from ..telemetry import InstrumentedModel, Telemetry, check_response, mark_failed
 from ..tools import tool_definitions
 
 if TYPE_CHECKING:
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.context import Context
 
+    from ..messages import Prompt
     from ..models.base import ChatModel
 
 __all__ = [
@@ -162,16 +162,26 @@ def _order_of(advisor: CallAdvisor) -> int:
 
 
 class ModelLink:
-    """The chain's terminal link: sends the request's prompt to the model and records the span."""
+    """The chain's terminal link: sends the request's prompt to the instrumented model.
 
-    __slots__ = ("model", "parent", "telemetry")
+    The `chat` span is recorded by the model's `InstrumentedModel` (the one telemetry seam).
+    """
 
-    def __init__(
-        self, model: ChatModel, telemetry: Telemetry, *, parent: Context | None = None
-    ) -> None:
-        self.model = model
-        self.telemetry = telemetry
+    __slots__ = ("instrumented", "parent")
+
+    def __init__(self, model: InstrumentedModel, *, parent: Context | None = None) -> None:
+        self.instrumented = model
         self.parent = parent
+
+    @property
+    def model(self) -> ChatModel:
+        """The model at the end of the chain (the one the client was given)."""
+        return self.instrumented.wrapped
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """The client's telemetry."""
+        return self.instrumented.telemetry
 
     def prepare(self, request: ChatClientRequest) -> Prompt:
         """The prompt to send: the request's tools' definitions and output spec rendered into it.
@@ -191,62 +201,25 @@ class ModelLink:
             prompt = prompt.with_options(options)
         return prompt
 
-    def _recorder(
-        self, request: ChatClientRequest, prompt: Prompt, *, stream: bool
-    ) -> ModelCallRecorder:
-        conversation = request.context.get(context_keys.CONVERSATION_ID)
-        return ModelCallRecorder(
-            self.telemetry,
-            self.model,
-            prompt,
-            stream=stream,
-            conversation_id=conversation if isinstance(conversation, str) else None,
-            parent=self.parent,
-        )
-
     async def call(self, request: ChatClientRequest) -> ChatClientResponse:
         """Call the model once."""
         prompt = self.prepare(request)
-        if not self.telemetry.active():
-            # Nothing would be recorded: skip the span and the metrics' bookkeeping.
-            response = await call_model(self.model, prompt)
-            _check_response(self.model, response)
-            return ChatClientResponse(response, request.context)
-        recorder = self._recorder(request, prompt, stream=False)
-        try:
-            with trace.use_span(
-                recorder.span, record_exception=False, set_status_on_exception=False
-            ):
-                response = await call_model(self.model, prompt)
-            _check_response(self.model, response)
-        except BaseException as exc:
-            recorder.fail(exc)
-            raise
-        recorder.finish(response)
-        return ChatClientResponse(response, request.context)
+        # The batch's model limiter (if any) wraps the instrumented call, so the `chat` span
+        # covers the wait for a slot too, as the caller experiences it.
+        response = await call_model(
+            self.instrumented, prompt, parent=self.parent, context=request.context
+        )
+        return ChatClientResponse(check_response(self.model, response), request.context)
 
     async def stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
         """Stream the model's answer, chunk by chunk."""
-        prompt = self.prepare(request)
-        recorder = self._recorder(request, prompt, stream=True)
-        chunks: list[ChatResponse] = []
-        # The joined response is for the span alone: without telemetry, no need to keep chunks.
-        keep = self.telemetry.active()
-        try:
-            try:
-                iterator = self.model.stream(prompt)
-            except NotImplementedError as exc:
-                raise StreamingNotSupportedError(type(self.model).__name__, str(exc)) from exc
-            # Closed with this generator: the adapter closes its HTTP stream at once.
-            async with closing_stream(iterator) as model_stream:
-                async for chunk in model_stream:
-                    if keep:
-                        chunks.append(chunk)
-                    yield ChatClientResponse(chunk, request.context)
-        except BaseException as exc:
-            recorder.fail(exc)
-            raise
-        recorder.finish(concat_chunks(chunks))
+        iterator = self.instrumented.stream(
+            self.prepare(request), parent=self.parent, context=request.context
+        )
+        # Closed with this generator: the adapter closes its HTTP stream at once.
+        async with closing_stream(iterator) as model_stream:
+            async for chunk in model_stream:
+                yield ChatClientResponse(chunk, request.context)
 
 
 # Where `next_stream` notes the streams it opened for a request (in `request.scope`, which
@@ -284,16 +257,6 @@ async def _aclose(stream: AsyncIterator[Any]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
         await aclose()
-
-
-def _check_response(model: ChatModel, response: object) -> None:
-    if not isinstance(response, ChatResponse):
-        raise UserError(
-            f"{type(model).__name__}.call() returned {type(response).__name__}; "
-            "a ChatModel must return a ChatResponse"
-        )
-    if not response.results:
-        response.result  # noqa: B018 - raises EmptyResponseError with the explanation
 
 
 class CallAdvisorChain:
@@ -383,8 +346,7 @@ class CallAdvisorChain:
             try:
                 return await advisor.advise_call(request, self._next_chain())
             except BaseException as exc:
-                span.set_attribute(ERROR_TYPE, error_type_of(exc))
-                span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+                mark_failed(span, exc, describe=False)
                 raise
 
     def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
@@ -432,7 +394,7 @@ class CallAdvisorChain:
         terminal = self._terminal
         return CallAdvisorChain(
             self._advisors,
-            ModelLink(terminal.model, terminal.telemetry, parent=parent),
+            ModelLink(terminal.instrumented, parent=parent),
             index=self._index,
             trace_advisors=self._trace_advisors,
         )

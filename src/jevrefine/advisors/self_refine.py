@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
@@ -33,6 +34,7 @@ from ..exceptions import JevrefineError, ModelError, UserError
 from ..jev.errors import JudgeError
 from ..judge._judge import Judge, JudgeInput
 from ..messages import AssistantMessage, Message, Prompt, Usage
+from ..telemetry import clear_last_call, last_call
 from ..tools import record_tool_calls
 from ._guardrail_policy import GuardrailOutcome
 from ._refine_input import (
@@ -308,15 +310,18 @@ class SelfRefineAdvisor:
         telemetry = chain.telemetry
         loop = _Loop(request, rest, telemetry)
         span = start_loop(telemetry, self.max_repeat_attempts, chain.trace_parent)
+        started = time.perf_counter()
         try:
             with trace.use_span(
                 span, end_on_exit=False, record_exception=False, set_status_on_exception=False
             ):
                 response = await self._refine(loop)
         except BaseException as exc:
-            end_loop(telemetry, span, len(loop.attempts), loop.outcome, exc)
+            elapsed = time.perf_counter() - started
+            end_loop(telemetry, span, len(loop.attempts), loop.outcome, exc, elapsed=elapsed)
             raise
-        end_loop(telemetry, span, len(loop.attempts), loop.outcome)
+        elapsed = time.perf_counter() - started
+        end_loop(telemetry, span, len(loop.attempts), loop.outcome, elapsed=elapsed)
         return response
 
     def advise_stream(
@@ -359,7 +364,9 @@ class SelfRefineAdvisor:
                 else:
                     records = []
                     attempt_request = request.copy(prompt=prompt)
+                clear_last_call()
                 response = await loop.rest.next_call(attempt_request)
+                evaluated = last_call()  # the `chat` span of the answer about to be judged
                 usage = loop.add_model_usage(response.chat_response.metadata.usage)
                 usage, carried = carried + usage, Usage()
                 answer = response.content
@@ -394,7 +401,9 @@ class SelfRefineAdvisor:
                     )
                     loop.attempts.append(Attempt(number, answer, None, usage))
                     return loop.finish(response, "unjudged", number)
-                record_verdict(loop.telemetry, span, verdict, response.chat_response.metadata.id)
+                record_verdict(
+                    loop.telemetry, span, verdict, response.chat_response.metadata.id, evaluated
+                )
             attempt = Attempt(number, answer, verdict, usage)
             loop.attempts.append(attempt)
             loop.judge_usage = loop.judge_usage + attempt.judge_usage

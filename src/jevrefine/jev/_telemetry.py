@@ -1,4 +1,9 @@
-"""The `chat {model}` CLIENT span and metrics of one Jev call (`gen_ai.provider.name=typesafe`)."""
+"""The `system_one {model}` CLIENT span and metrics of one Jev call (provider `typesafe`).
+
+A Jev call is recorded under its own operation, `system_one` (`jevrefine.telemetry.SYSTEM_ONE`):
+it classifies, it does not chat, so it reports no finish reason. Under a `JevChatModel` the call
+is the chain's `chat` span itself (`jevrefine.telemetry.same_call`), and records its retries there.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry._logs import SeverityNumber
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from ..telemetry import (
     ERROR_TYPE,
@@ -16,19 +21,20 @@ from ..telemetry import (
     GEN_AI_OUTPUT_MESSAGES,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
-    GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_RESPONSE_ID,
     GEN_AI_RESPONSE_MODEL,
     GEN_AI_SYSTEM,
-    GEN_AI_TOKEN_TYPE,
-    GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS,
+    HTTP_RESPONSE_STATUS_CODE,
     INFERENCE_DETAILS_EVENT,
     SERVER_ADDRESS,
     SERVER_PORT,
+    SYSTEM_ONE,
     Telemetry,
-    emit_event,
+    emit_log_event,
     error_type_of,
+    mark_failed,
+    status_code_of,
+    usage_attributes,
 )
 from .errors import JudgeAPIError
 from .responses import ChoiceAnswer, NoulAnswer, ScoreAnswer
@@ -44,7 +50,7 @@ RETRY_EVENT: Final = "jevrefine.retry"
 """The span event recorded before each retry of a Jev call."""
 RETRY_ATTEMPT: Final = "jevrefine.retry.attempt"
 RETRY_DELAY: Final = "jevrefine.retry.delay_s"
-HTTP_STATUS: Final = "http.response.status_code"
+HTTP_STATUS: Final = HTTP_RESPONSE_STATUS_CODE
 
 
 def record_retry(span: Span, retry: int, delay: float, error: BaseException) -> None:
@@ -56,8 +62,9 @@ def record_retry(span: Span, retry: int, delay: float, error: BaseException) -> 
         RETRY_DELAY: round(delay, 6),
         ERROR_TYPE: error_type_of(error),
     }
-    if isinstance(error, JudgeAPIError):
-        attributes[HTTP_STATUS] = error.status_code
+    status = status_code_of(error)
+    if status is not None:
+        attributes[HTTP_STATUS] = status
     span.add_event(RETRY_EVENT, attributes)
 
 
@@ -81,7 +88,7 @@ class JudgeCallRecorder:
         self._telemetry = telemetry
         self._body = body
         attributes: dict[str, Any] = {
-            GEN_AI_OPERATION_NAME: "chat",
+            GEN_AI_OPERATION_NAME: SYSTEM_ONE,
             GEN_AI_PROVIDER_NAME: PROVIDER,
             GEN_AI_REQUEST_MODEL: model,
         }
@@ -93,7 +100,7 @@ class JudgeCallRecorder:
                 attributes[SERVER_PORT] = port
         self._metric_attributes = attributes
         self.span = telemetry.tracer.start_span(
-            f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+            f"{SYSTEM_ONE} {model}", kind=SpanKind.CLIENT, attributes=attributes
         )
         if body is not None and telemetry.capture.on_spans and self.span.is_recording():
             self.span.set_attribute(
@@ -109,9 +116,7 @@ class JudgeCallRecorder:
         if span.is_recording():
             attributes: dict[str, Any] = {
                 GEN_AI_RESPONSE_MODEL: response.model,
-                GEN_AI_RESPONSE_FINISH_REASONS: ["stop"],
-                GEN_AI_USAGE_INPUT_TOKENS: usage.input_tokens,
-                GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
+                **usage_attributes(usage),
             }
             if response.request_id is not None:
                 attributes[GEN_AI_RESPONSE_ID] = response.request_id
@@ -129,7 +134,7 @@ class JudgeCallRecorder:
             }
             if response.request_id is not None:
                 details[GEN_AI_RESPONSE_ID] = response.request_id
-            emit_event(
+            emit_log_event(
                 self._telemetry.events,
                 span,
                 INFERENCE_DETAILS_EVENT,
@@ -140,26 +145,16 @@ class JudgeCallRecorder:
         metric_attributes = {**self._metric_attributes, GEN_AI_RESPONSE_MODEL: response.model}
         telemetry = self._telemetry
         telemetry.operation_duration.record(elapsed, metric_attributes)
-        telemetry.token_usage.record(
-            usage.input_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "input"}
-        )
-        telemetry.token_usage.record(
-            usage.output_tokens, {**metric_attributes, GEN_AI_TOKEN_TYPE: "output"}
-        )
+        telemetry.record_usage(usage, metric_attributes)
 
     def fail(self, error: BaseException) -> None:
-        """Record a failure (status ERROR, `error.type`) and end the span."""
+        """Record a failure (status ERROR, `error.type`, the HTTP status) and end the span."""
         elapsed = time.perf_counter() - self._started
-        error_type = error_type_of(error)
         span = self.span
-        if span.is_recording():
-            span.set_attribute(ERROR_TYPE, error_type)
-            if isinstance(error, JudgeAPIError):
-                span.set_attribute(HTTP_STATUS, error.status_code)
-                if error.request_id is not None:
-                    span.set_attribute(GEN_AI_RESPONSE_ID, error.request_id)
-            # Our messages carry the status, the server's text and the request id, never the key.
-            span.set_status(Status(StatusCode.ERROR, f"{error_type}: {error}"[:1000]))
+        # Our messages carry the status, the server's text and the request id, never the key.
+        error_type = mark_failed(span, error)
+        if isinstance(error, JudgeAPIError) and error.request_id is not None:
+            span.set_attribute(GEN_AI_RESPONSE_ID, error.request_id)
         span.end()
         self._telemetry.operation_duration.record(
             elapsed, {**self._metric_attributes, ERROR_TYPE: error_type}

@@ -11,8 +11,9 @@ async with JudgeClient() as jev:  # TYPESAFE_API_KEY, TYPESAFE_BASE_URL, TYPESAF
 
 One connection pool serves every call of a client; `max_concurrency` bounds the requests in
 flight. Failures are retried by the `RetryPolicy`; `total_timeout` bounds a whole call, waits
-included. Each call is a `chat {model}` CLIENT span (`gen_ai.provider.name=typesafe`, the response
-id from the `x-typesafe-request-id` header, usage), with one `jevrefine.retry` event per retry.
+included. Each call is a `system_one {model}` CLIENT span (`gen_ai.provider.name=typesafe`, the
+response id from the `x-typesafe-request-id` header, usage), with one `jevrefine.retry` event per
+retry.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .._closing import AsyncClosing
 from .._headers import redact, redact_error
 from .._version import __version__
 from ..exceptions import ResponseTooLargeError
-from ..telemetry import Telemetry
+from ..telemetry import InstrumentationSettings, Telemetry, joined_span
 from ._telemetry import JudgeCallRecorder, record_retry
 from ._transport import KeepAliveTransport, MalformedResponseError
 from .batch import BatchResult, SystemOneRequest, system_one_all
@@ -174,6 +175,8 @@ class JudgeClient(AsyncClosing):
             `CaptureMode`); off unless this, `configure(...)` or
             `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` says so. Never the API key.
         legacy_attributes: Also emit `gen_ai.system` (seed 004's older attributes).
+        instrumentation: The telemetry settings above as one `InstrumentationSettings`
+            (shareable with the `ChatClient`); not together with them.
     """
 
     def __init__(
@@ -192,6 +195,7 @@ class JudgeClient(AsyncClosing):
         logger_provider: LoggerProvider | None = None,
         capture_content: bool | CaptureMode | None = None,
         legacy_attributes: bool | None = None,
+        instrumentation: InstrumentationSettings | None = None,
     ) -> None:
         key = _resolve_key(api_key)
         error = JudgeUsageError
@@ -245,6 +249,7 @@ class JudgeClient(AsyncClosing):
             )
         )
         self._telemetry = Telemetry(
+            instrumentation,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             logger_provider=logger_provider,
@@ -263,6 +268,16 @@ class JudgeClient(AsyncClosing):
     def model(self) -> str:
         """The model asked when a call names none."""
         return self._model
+
+    @property
+    def server_address(self) -> str | None:
+        """The host requests go to, for telemetry (`server.address`)."""
+        return self._address
+
+    @property
+    def server_port(self) -> int | None:
+        """The port requests go to, for telemetry (`server.port`)."""
+        return self._port
 
     @property
     def retry(self) -> RetryPolicy:
@@ -293,38 +308,29 @@ class JudgeClient(AsyncClosing):
             JudgeResponseError: the answer is not a valid System One response.
         """
         content, model_name, wire = self._encode(state, questions, model)
+        joined = joined_span()
+        if joined is not None:
+            # This call is the current model call (`JevChatModel`): record the retries on its
+            # span rather than open a second span for the same call.
+            return await self._send_system_one(content, wire, timeout, joined)
         if not self._telemetry.active():  # nothing would record the span or the metrics
             return await self._send_system_one(content, wire, timeout, None)
         recorder = JudgeCallRecorder(
             self._telemetry, model_name, self._address, self._port, content
         )
         try:
-            with trace.use_span(recorder.span, end_on_exit=False):
+            with trace.use_span(
+                recorder.span,
+                end_on_exit=False,
+                record_exception=False,
+                set_status_on_exception=False,
+            ):
                 response = await self._send_system_one(content, wire, timeout, recorder.span)
         except BaseException as exc:
             recorder.fail(exc)
             raise
         recorder.finish(response)
         return response
-
-    async def _system_one_in_span(
-        self,
-        span: Span,
-        state: State,
-        questions: Mapping[str, Question | Mapping[str, Any]],
-        *,
-        model: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - a per-HTTP-operation setting
-        allow_missing: bool = False,
-    ) -> SystemOneResponse:
-        """`system_one` without a span of its own: retries are recorded on `span` instead.
-
-        For callers whose own span already stands for the call (`JevChatModel`, under the chain's
-        terminal link), so that one Jev call is exactly one span. `allow_missing`: see
-        `check_answers` (only `JevChatModel` relaxes it).
-        """
-        content, _, wire = self._encode(state, questions, model)
-        return await self._send_system_one(content, wire, timeout, span, allow_missing)
 
     async def system_one_all(
         self,

@@ -14,9 +14,11 @@ of failing the whole response.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias, TypeVar
@@ -37,6 +39,7 @@ __all__ = [
     "UnknownAnswerWarning",
     "check_answers",
     "distribution_confidence",
+    "missing_answers_allowed",
     "parse_models",
     "parse_system_one",
 ]
@@ -426,12 +429,30 @@ def _response_error(
     )
 
 
+_MISSING_ALLOWED: ContextVar[bool] = ContextVar("jevrefine_missing_answers_allowed", default=False)
+
+
+@contextlib.contextmanager
+def missing_answers_allowed() -> Iterator[None]:
+    """Within the block, a client's own `check_answers` accepts unanswered questions.
+
+    For `JevChatModel`, which writes `null` for them: it calls its client's public
+    `system_one` (any `SystemOneClient`), whose built-in check would otherwise refuse the
+    response before the model could read the answers that are there. Judges never use it.
+    """
+    token = _MISSING_ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _MISSING_ALLOWED.reset(token)
+
+
 def check_answers(
     response: SystemOneResponse,
     questions: Mapping[str, Question | Mapping[str, Any]],
     *,
     body: Any = None,
-    allow_missing: bool = False,
+    allow_missing: bool | None = None,
 ) -> None:
     """Raise `JudgeResponseError` unless `response` is a valid answer to exactly `questions`.
 
@@ -447,8 +468,11 @@ def check_answers(
     `allow_missing=True` accepts a question left unanswered, or answered with a type this version
     does not model (`JevChatModel` writes `null` for it, as seed 004's library does). What is
     answered is still checked, and a response that answers nothing is still rejected. Judges
-    never pass it: a missing answer must not read as a verdict.
+    never pass it: a missing answer must not read as a verdict. `None` (the default) means
+    `False` unless the call runs inside `missing_answers_allowed()`.
     """
+    if allow_missing is None:
+        allow_missing = _MISSING_ALLOWED.get()
     try:
         _check_answers(response, questions, allow_missing)
     except _Bad as bad:

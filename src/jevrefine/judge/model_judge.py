@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
-from opentelemetry import trace
 
 from .. import _validate as check
 from ..jev.errors import JudgeResponseError, JudgeTimeoutError, JudgeUsageError
@@ -40,7 +39,6 @@ from ..jev.responses import (
 )
 from ..messages import (
     ChatOptions,
-    ChatResponse,
     Prompt,
     ResponseFormat,
     SystemMessage,
@@ -49,7 +47,7 @@ from ..messages import (
     UserMessage,
 )
 from ..models.base import ChatModel
-from ..telemetry import ModelCallRecorder, Telemetry
+from ..telemetry import InstrumentationSettings, Telemetry, instrument_model
 from ._explain import JudgeExample, explain_prompt, explanation_of, render_examples
 
 if TYPE_CHECKING:
@@ -280,6 +278,8 @@ class ModelJudgeClient:
         score_starts_at: The number the model is shown, and answers, for a score's lowest
             level: 0 (Jev's level index) or 1 (a rating scale such as seed 003's 1-4). The
             answer maps back to the level index either way (rating 4 of 4 is level 3).
+        instrumentation: The telemetry settings above as one `InstrumentationSettings`
+            (shareable with the `ChatClient`); not together with them.
 
     Each question's request is one CLIENT `chat {model}` span, a child of the current span
     (the refine attempt, the guardrail screening), like any model call through a `ChatClient`.
@@ -303,6 +303,7 @@ class ModelJudgeClient:
         examples: Mapping[str, Sequence[JudgeExample]] | None = None,
         explain_failures: bool = False,
         score_starts_at: Literal[0, 1] = 0,
+        instrumentation: InstrumentationSettings | None = None,
     ) -> None:
         if not isinstance(chat_model, ChatModel):
             raise check.wrong_type(
@@ -312,7 +313,6 @@ class ModelJudgeClient:
                 example="OpenAIChatModel('gpt-4o-mini')",
                 error=JudgeUsageError,
             )
-        self._model = chat_model
         self._concurrency = check.integer(
             "concurrency", concurrency, minimum=1, example=4, error=JudgeUsageError
         )
@@ -344,20 +344,33 @@ class ModelJudgeClient:
             error=JudgeUsageError,
         )
         self._telemetry = Telemetry(
+            instrumentation,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             logger_provider=logger_provider,
             capture_content=capture_content,
             legacy_attributes=legacy_attributes,
         )
+        # Every question's request goes through the one telemetry seam: one `chat` span each.
+        self._model = instrument_model(chat_model, self._telemetry)
 
     @property
     def chat_model(self) -> ChatModel:
         """The model that answers."""
-        return self._model
+        return self._model.wrapped
+
+    @property
+    def server_address(self) -> str | None:
+        """The judging model's host, for telemetry."""
+        return self._model.server_address
+
+    @property
+    def server_port(self) -> int | None:
+        """The judging model's port, for telemetry."""
+        return self._model.server_port
 
     def __repr__(self) -> str:
-        return f"ModelJudgeClient({self._model!r}, constraint={self._constraint!r})"
+        return f"ModelJudgeClient({self._model.wrapped!r}, constraint={self._constraint!r})"
 
     async def system_one(
         self,
@@ -433,7 +446,7 @@ class ModelJudgeClient:
         """
         wire = questions_to_wire({"criterion": question})["criterion"]
         prompt = explain_prompt(_render(state), wire, detail, self._temperature)
-        response = await self._recorded_call(prompt)
+        response = await self._model.call(prompt)
         return explanation_of(response)
 
     def _prompt(self, spec: _Spec, state_text: str, model: str | None) -> Prompt:
@@ -460,26 +473,10 @@ class ModelJudgeClient:
             options = options.merge(ChatOptions(logprobs=True, top_logprobs=self._top_logprobs))
         return Prompt((SystemMessage(self._system_prompt), UserMessage(user)), options)
 
-    async def _recorded_call(self, prompt: Prompt) -> ChatResponse:
-        """`prompt` sent to the judge model inside its own `chat {model}` span and metrics."""
-        if not self._telemetry.active():  # nothing would record them
-            return await self._model.call(prompt)
-        recorder = ModelCallRecorder(self._telemetry, self._model, prompt)
-        try:
-            with trace.use_span(
-                recorder.span, record_exception=False, set_status_on_exception=False
-            ):
-                response = await self._model.call(prompt)
-        except BaseException as exc:
-            recorder.fail(exc)
-            raise
-        recorder.finish(response)
-        return response
-
     async def _ask(
         self, qid: str, spec: _Spec, state_text: str, model: str | None
     ) -> tuple[Answer, Usage, str | None]:
-        response = await self._recorded_call(self._prompt(spec, state_text, model))
+        response = await self._model.call(self._prompt(spec, state_text, model))
         generation = response.result
         text = generation.text
         probabilities: dict[str, float] | None = None

@@ -705,7 +705,8 @@ def _usage(read: Reader, usage: object) -> tuple[Usage, dict[str, int]]:
         "cache_creation_input_tokens": cache_creation,
     }
     output = read.count(getattr(usage, "output_tokens", None), "usage.output_tokens")
-    return Usage(given + cache_read + cache_creation, output), extra
+    total = Usage(given + cache_read + cache_creation, output, cache_read, cache_creation)
+    return total, extra
 
 
 def _tool_arguments(read: Reader, value: object, where: str) -> str:
@@ -869,6 +870,11 @@ class _StreamState:
             model=self.model,
             stop_reason=self.stop_reason,
             stop_sequence=self.stop_sequence,
-            usage=Usage(self.input_tokens, self.output_tokens),
+            usage=Usage(
+                self.input_tokens,
+                self.output_tokens,
+                self.cache.get("cache_read_input_tokens", 0),
+                self.cache.get("cache_creation_input_tokens", 0),
+            ),
             cache=self.cache,
         )

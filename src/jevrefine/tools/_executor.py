@@ -151,6 +151,7 @@ async def _run_one(
     metric_attributes: dict[str, Any] = {
         GEN_AI_OPERATION_NAME: "execute_tool",
         GEN_AI_TOOL_NAME: call.name,
+        GEN_AI_TOOL_TYPE: "function",
     }
     try:
         # Spans the tool opens itself (a nested model call) become children of this one.

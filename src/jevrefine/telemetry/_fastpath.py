@@ -1,0 +1,105 @@
+"""The inactive-telemetry fast path: is anything listening at all?
+
+Measured by `benchmarks/bench_telemetry.py` ("inactive" rows) and
+`benchmarks/bench_chain_overhead.py`: with no SDK installed, a model call through the chain costs
+the same as calling the model directly only because `Telemetry.active()` answers from module
+globals instead of the public getters. This module is the only place that reads OpenTelemetry's
+private globals; `tests/telemetry/test_fastpath.py` pins the opentelemetry-api/sdk versions
+it was checked against, and falls back to the public getters if the names move.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Final
+
+from opentelemetry import metrics, trace
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "PROXY_METER_PROVIDERS",
+    "follows_global_meter",
+    "follows_global_tracer",
+    "global_meter_set",
+    "global_provider_set",
+    "global_tracer_set",
+    "is_no_op_meter",
+    "is_no_op_tracer",
+]
+
+CHECKED_API_VERSIONS: Final = ("1.45",)
+"""The opentelemetry-api releases (major.minor) whose private globals this module was checked
+against; the pinning test fails on another, so the shortcut is looked at again."""
+
+
+def global_provider_set(
+    module: object, name: str, getter: Callable[[], object], no_ops: tuple[type, ...]
+) -> bool:
+    """Whether a global provider other than the API's no-ops is set.
+
+    `get_tracer_provider()` and `get_meter_provider()` look the environment up on every call
+    while no provider is set (an exception raised and caught inside `os.environ`): 2.5 µs each,
+    twice per model call. The module globals they return say the same for nothing; they are the
+    names OpenTelemetry's own test utilities reset. Should they move, the public getters are used.
+    (The environment's provider, `OTEL_PYTHON_*_PROVIDER`, is loaded when `Telemetry` is built.)
+    """
+    provider = getattr(module, name, _MISSING)
+    if provider is _MISSING:
+        provider = getter()
+    return provider is not None and not isinstance(provider, no_ops)
+
+
+_MISSING: Final = object()
+_NO_OP_TRACER_PROVIDERS: Final = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+# The meter API's module globals and its stand-in for an unset global provider have no public
+# names. Should they move, the public getter is used and only `NoOpMeterProvider` counts as off:
+# metrics are recorded when in doubt, never lost.
+_metrics_api: object = sys.modules.get("opentelemetry.metrics._internal")
+PROXY_METER_PROVIDERS: Final[tuple[type[metrics.MeterProvider], ...]] = tuple(
+    kind
+    for kind in (getattr(_metrics_api, "_ProxyMeterProvider", None),)
+    if isinstance(kind, type) and issubclass(kind, metrics.MeterProvider)
+)
+_NO_OP_METER_PROVIDERS: tuple[type[metrics.MeterProvider], ...] = (
+    *PROXY_METER_PROVIDERS,
+    metrics.NoOpMeterProvider,
+)
+
+
+def follows_global_tracer(provider: trace.TracerProvider | None) -> bool:
+    """Whether `provider` stands for the global one (unset, or the API's proxy for it)."""
+    return provider is None or isinstance(provider, trace.ProxyTracerProvider)
+
+
+def follows_global_meter(provider: metrics.MeterProvider | None) -> bool:
+    """Whether `provider` stands for the global one (unset, or the API's proxy for it)."""
+    return provider is None or isinstance(provider, PROXY_METER_PROVIDERS)
+
+
+def is_no_op_tracer(provider: trace.TracerProvider | None) -> bool:
+    """Whether `provider` is the API's no-op."""
+    return isinstance(provider, trace.NoOpTracerProvider)
+
+
+def is_no_op_meter(provider: metrics.MeterProvider | None) -> bool:
+    """Whether `provider` is the API's no-op."""
+    return isinstance(provider, metrics.NoOpMeterProvider)
+
+
+def global_tracer_set() -> bool:
+    """Whether a recording global tracer provider is installed (checked on every call)."""
+    # `global_provider_set` inlined: this runs on every model call with nothing listening.
+    provider = getattr(trace, "_TRACER_PROVIDER", _MISSING)
+    if provider is _MISSING:
+        provider = trace.get_tracer_provider()
+    return provider is not None and not isinstance(provider, _NO_OP_TRACER_PROVIDERS)
+
+
+def global_meter_set() -> bool:
+    """Whether a recording global meter provider is installed (checked on every call)."""
+    provider = getattr(_metrics_api, "_METER_PROVIDER", _MISSING)
+    if provider is _MISSING:
+        provider = metrics.get_meter_provider()
+    return provider is not None and not isinstance(provider, _NO_OP_METER_PROVIDERS)

@@ -1,0 +1,199 @@
+"""`InstrumentedModel`: any `ChatModel`, each call recorded as one `chat {model}` span.
+
+The one place model calls are instrumented: `ChatClient` (the chain's terminal link) and
+`ModelJudgeClient` both send their prompts through `instrument_model(model, telemetry)`, which
+wraps a model once; wrapping an `InstrumentedModel` again hands it back unchanged, so a model
+call is never recorded twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+
+from ..context_keys import CONVERSATION_ID
+from ..exceptions import StreamingNotSupportedError, UserError
+from ..messages import ChatResponse, concat_chunks
+from ..models.base import ChatModel
+from ._calls import ModelCallRecorder
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Coroutine, Mapping
+
+    from opentelemetry.context import Context
+
+    from ..messages import Prompt
+    from ._runtime import Telemetry
+
+__all__ = ["InstrumentedModel", "check_response", "instrument_model"]
+
+
+def instrument_model(model: ChatModel, telemetry: Telemetry) -> InstrumentedModel:
+    """`model` wrapped so that each call is recorded with `telemetry`.
+
+    An `InstrumentedModel` is returned as it is (it keeps its own telemetry), so a call is
+    never recorded twice.
+    """
+    if isinstance(model, InstrumentedModel):
+        return model
+    return InstrumentedModel(model, telemetry)
+
+
+def check_response(model: ChatModel, response: object) -> ChatResponse:
+    """`response` if it is a non-empty `ChatResponse`, else the error naming the model.
+
+    Raises:
+        UserError: the model returned something else.
+        EmptyResponseError: the response has no generation.
+    """
+    if not isinstance(response, ChatResponse):
+        raise UserError(
+            f"{type(model).__name__}.call() returned {type(response).__name__}; "
+            "a ChatModel must return a ChatResponse"
+        )
+    if not response.results:
+        response.result  # noqa: B018 - raises EmptyResponseError with the explanation
+    return response
+
+
+class InstrumentedModel(ChatModel):
+    """A `ChatModel` whose calls and streams are recorded, one CLIENT `chat {model}` span each.
+
+    With the duration, token and (streaming) chunk-timing metrics.
+
+    ```python
+    from jevrefine.telemetry import InstrumentationSettings, Telemetry, instrument_model
+
+    model = instrument_model(OpenAIChatModel("gpt-4o-mini"), Telemetry(settings))
+    ```
+
+    It answers exactly as the wrapped model does (same provider, name, server, capabilities);
+    closing it does not close the wrapped model.
+    """
+
+    __slots__ = ("telemetry", "wrapped")
+
+    def __init__(self, wrapped: ChatModel, telemetry: Telemetry) -> None:
+        if not isinstance(wrapped, ChatModel):
+            raise UserError(f"InstrumentedModel wraps a ChatModel, got {type(wrapped).__name__}")
+        self.wrapped = wrapped
+        """The model whose calls are recorded."""
+        self.telemetry = telemetry
+        """Where they are recorded."""
+
+    @property
+    def provider(self) -> str:  # type: ignore[override]
+        """The wrapped model's `gen_ai.provider.name`."""
+        return self.wrapped.provider
+
+    @property
+    def supports_tools(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped model can be offered tools."""
+        return self.wrapped.supports_tools
+
+    @property
+    def supports_native_structured_output(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped model enforces a JSON schema."""
+        return self.wrapped.supports_native_structured_output
+
+    @property
+    def model_name(self) -> str:
+        """The wrapped model's name."""
+        return self.wrapped.model_name
+
+    @property
+    def server_address(self) -> str | None:
+        """The wrapped model's host."""
+        return self.wrapped.server_address
+
+    @property
+    def server_port(self) -> int | None:
+        """The wrapped model's port."""
+        return self.wrapped.server_port
+
+    def call(
+        self,
+        prompt: Prompt,
+        *,
+        conversation_id: str | None = None,
+        parent: Context | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> Coroutine[Any, Any, ChatResponse]:
+        """Call the wrapped model once, inside its `chat` span: `await` the result.
+
+        `context` is the request context: its `conversation_id` labels the span (read only when
+        something records, so the inactive path does no lookup).
+
+        A plain method handing back a coroutine: with nothing listening (`Telemetry.active()`
+        false, see `_fastpath`) it is the wrapped model's own, so the wrapper adds no coroutine
+        layer to the call (measured by `benchmarks/bench_chain_overhead.py`).
+        """
+        if not self.telemetry.active():
+            return self.wrapped.call(prompt)
+        if conversation_id is None and context is not None:
+            conversation_id = _conversation_of(context)
+        return self._recorded_call(prompt, conversation_id, parent)
+
+    async def _recorded_call(
+        self, prompt: Prompt, conversation_id: str | None, parent: Context | None
+    ) -> ChatResponse:
+        recorder = ModelCallRecorder(
+            self.telemetry, self.wrapped, prompt, conversation_id=conversation_id, parent=parent
+        )
+        try:
+            with trace.use_span(
+                recorder.span, record_exception=False, set_status_on_exception=False
+            ):
+                response = check_response(self.wrapped, await self.wrapped.call(prompt))
+        except BaseException as exc:
+            recorder.fail(exc)
+            raise
+        recorder.finish(response)
+        return response
+
+    async def stream(
+        self,
+        prompt: Prompt,
+        *,
+        conversation_id: str | None = None,
+        parent: Context | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[ChatResponse]:
+        """Stream the wrapped model's answer; the span ends with the last chunk.
+
+        Raises:
+            StreamingNotSupportedError: the wrapped model does not stream.
+        """
+        if conversation_id is None and context is not None:
+            conversation_id = _conversation_of(context)
+        recorder = ModelCallRecorder(
+            self.telemetry,
+            self.wrapped,
+            prompt,
+            stream=True,
+            conversation_id=conversation_id,
+            parent=parent,
+        )
+        chunks: list[ChatResponse] = []
+        try:
+            try:
+                iterator = self.wrapped.stream(prompt)
+            except NotImplementedError as exc:
+                raise StreamingNotSupportedError(type(self.wrapped).__name__, str(exc)) from exc
+            async for chunk in iterator:
+                recorder.chunk()
+                chunks.append(chunk)
+                yield chunk
+        except BaseException as exc:
+            recorder.fail(exc)
+            raise
+        recorder.finish(concat_chunks(chunks))
+
+    def __repr__(self) -> str:
+        return f"InstrumentedModel({self.wrapped!r})"
+
+
+def _conversation_of(context: Mapping[str, Any]) -> str | None:
+    conversation = context.get(CONVERSATION_ID)
+    return conversation if isinstance(conversation, str) else None
