@@ -176,15 +176,24 @@ class InstrumentedModel(ChatModel):
             parent=parent,
         )
         chunks: list[ChatResponse] = []
+        # The joined response is for the span alone: with nothing recording, keep no chunks.
+        keep = self.telemetry.active()
         try:
             try:
                 iterator = self.wrapped.stream(prompt)
             except NotImplementedError as exc:
                 raise StreamingNotSupportedError(type(self.wrapped).__name__, str(exc)) from exc
-            async for chunk in iterator:
-                recorder.chunk()
-                chunks.append(chunk)
-                yield chunk
+            try:
+                async for chunk in iterator:
+                    recorder.chunk()
+                    if keep:
+                        chunks.append(chunk)
+                    yield chunk
+            finally:
+                # Leaving early closes the adapter's stream (and its connection) at once.
+                aclose = getattr(iterator, "aclose", None)
+                if aclose is not None:
+                    await aclose()
         except BaseException as exc:
             recorder.fail(exc)
             raise
