@@ -380,13 +380,13 @@ class JudgeClient(AsyncClosing):
         questions: Mapping[str, Any],
         timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
         span: Span | None,
-        allow_missing: bool = False,
     ) -> SystemOneResponse:
         response = await self._send("POST", self._system_one_url, content, timeout, span)
         data = self._decode_ok(response)
         request_id = self._request_id(response)
         parsed = parse_system_one(data, request_id)
-        check_answers(parsed, questions, body=data, allow_missing=allow_missing)
+        # Strict unless the caller is inside `missing_answers_allowed()` (JevChatModel only).
+        check_answers(parsed, questions, body=data)
         return parsed
 
     def _excerpt(self, content: bytes, limit: int) -> str:
