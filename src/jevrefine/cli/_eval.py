@@ -23,7 +23,7 @@ import anyio
 from ..exceptions import JevrefineError, UserError
 from ..messages import ChatOptions
 from ._config import CliConfig, ConfigError, JudgeSection, open_models
-from ._io import open_output
+from ._io import open_output, output_rows
 from ._progress import Bar, Tally, console
 from ._providers import resolve_provider
 from ._run import _model_flags, batch_limits, config_of, limit_flags
@@ -136,18 +136,7 @@ def previous_rows(path: str | None) -> dict[str, dict[str, Any]]:
     A line cut short by an interruption, or anything that is not a row, is ignored: that case
     runs again.
     """
-    if path is None or path == "-" or not os.path.exists(path):
-        return {}
-    rows: dict[str, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as file:
-        for text in file:
-            try:
-                row = json.loads(text)
-            except (json.JSONDecodeError, RecursionError):
-                continue
-            if isinstance(row, dict) and isinstance(row.get("id"), str):
-                rows[row["id"]] = row
-    return rows
+    return {row["id"]: row for row in output_rows(path) if isinstance(row.get("id"), str)}
 
 
 class _Progress(Tally):

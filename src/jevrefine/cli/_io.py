@@ -27,6 +27,7 @@ __all__ = [
     "done_ids",
     "json_line",
     "open_output",
+    "output_rows",
     "parse_line",
     "read_records",
     "retried_ids",
@@ -207,17 +208,24 @@ def done_ids(path: str | None) -> set[str]:
     an interruption is not counted either, nor a line that is not UTF-8 or not JSON (a hand
     edit): the output is read, never trusted.
     """
-    return {str(value["id"]) for value in _output_rows(path) if value.get("error") is None}
+    rows = output_rows(path)
+    return {str(value["id"]) for value in rows if "id" in value and value.get("error") is None}
 
 
 def retried_ids(path: str | None) -> set[str]:
     """The ids of the output rows that record an error: the items a resumed run tries again."""
-    retry = {str(value["id"]) for value in _output_rows(path) if value.get("error") is not None}
+    rows = output_rows(path)
+    retry = {str(v["id"]) for v in rows if "id" in v and v.get("error") is not None}
     # An id with both an error row and a complete one (a hand edit) is done.
     return retry - done_ids(path)
 
 
-def _output_rows(path: str | None) -> list[dict[str, Any]]:
+def output_rows(path: str | None) -> list[dict[str, Any]]:
+    """The JSON-object rows of an output file (none for stdout or a missing file).
+
+    A line cut short by an interruption, or anything else that is not a JSON object, is left
+    out: its item runs again.
+    """
     if path is None or path == "-" or not Path(path).exists():
         return []
     rows: list[dict[str, Any]] = []
@@ -227,7 +235,7 @@ def _output_rows(path: str | None) -> list[dict[str, Any]]:
                 value = json.loads(text.decode("utf-8"))
             except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
                 continue
-            if isinstance(value, dict) and "id" in value:
+            if isinstance(value, dict):
                 rows.append(value)
     return rows
 

@@ -28,6 +28,7 @@ from .._version import __version__
 from ..client import ChatClient
 from ..exceptions import JevrefineError
 from ._eval import add_eval_command, eval_command
+from ._providers import CHOICES as PROVIDER_CHOICES
 from ._providers import Provider, open_chat_model, resolve_provider
 from ._run import add_commands as add_batch_commands
 from ._run import run_command as run_batch_command
@@ -121,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT, help="what to ask")
     demo.add_argument(
         "--provider",
-        choices=["auto", "local", "openai", "anthropic"],
+        choices=PROVIDER_CHOICES,
         default="auto",
         help="auto: OpenAI or Anthropic when their API key is set, else the local model",
     )

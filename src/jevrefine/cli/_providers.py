@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..models.base import ChatModel
 
 __all__ = [
+    "CHOICES",
     "HOSTED",
     "JEV_KEY_ENV",
     "Provider",
@@ -46,6 +47,9 @@ HOSTED: Final[dict[str, ProviderFacts]] = {
     "anthropic": ProviderFacts("Anthropic", "ANTHROPIC_API_KEY", "claude-haiku-4-5"),
 }
 """The hosted providers; `local` (llama.cpp, started by the CLI) needs no key."""
+
+CHOICES: Final = ("auto", "local", *HOSTED)
+"""What `--provider` (and `--judge-provider`) accept."""
 
 JEV_KEY_ENV: Final = "TYPESAFE_API_KEY"
 """The environment variable of the Jev judge's API key."""

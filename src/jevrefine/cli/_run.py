@@ -53,10 +53,12 @@ from ._io import (
     done_ids,
     json_line,
     open_output,
+    output_rows,
     read_records,
     retried_ids,
 )
 from ._progress import Bar, Tally, console
+from ._providers import CHOICES as PROVIDER_CHOICES
 
 if TYPE_CHECKING:
     from ..client import ChatClientRequest, PromptSpec
@@ -170,7 +172,7 @@ def batch_limits(args: argparse.Namespace) -> contextlib.AbstractContextManager[
 def _model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--provider",
-        choices=["auto", "local", "openai", "anthropic"],
+        choices=PROVIDER_CHOICES,
         help="auto (default): OpenAI or Anthropic when their API key is set, else the local model",
     )
     parser.add_argument("--model", help="model name (for local, a GGUF path)")
@@ -190,7 +192,7 @@ def _judge_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--judge-provider",
-        choices=["auto", "local", "openai", "anthropic"],
+        choices=PROVIDER_CHOICES,
         help="the judging model's provider (default: the answering model is reused)",
     )
     parser.add_argument("--judge-model", help="the judge's model")
@@ -491,7 +493,7 @@ class _Batch:
     def _write_report(self, path: str, where: str) -> None:
         from ..evals._html import render_run_html
 
-        rows = self.report_rows if self.report_rows is not None else _rows_of(self.args.output)
+        rows = self.report_rows if self.report_rows is not None else output_rows(self.args.output)
         stats = self.stats
         summary = {
             "model": where,
@@ -615,20 +617,6 @@ def _untag(result: BatchResult[Any]) -> tuple[Record, Any, Exception | None]:
 
 def _files(args: argparse.Namespace) -> list[str]:
     return [path for path in (args.input, args.output) if path not in (None, "-")]
-
-
-def _rows_of(path: str) -> list[dict[str, Any]]:
-    """The output file's result rows; a line cut short by an interruption is left out."""
-    rows = []
-    with open(path, encoding="utf-8") as file:
-        for text in file:
-            try:
-                row = json.loads(text)
-            except (json.JSONDecodeError, RecursionError):
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
 
 
 def _error_text(error: Exception) -> str:

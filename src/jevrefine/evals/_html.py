@@ -279,6 +279,29 @@ def _card(label: str, big: str, sub: str = "", tone: str = "") -> str:
     )
 
 
+def _attempts_card(histogram: Mapping[Any, Any], noun: str) -> str:
+    """Answers per `noun` (case, item), from an attempts histogram (attempts -> how many)."""
+    counts = [(int(k), int(v)) for k, v in histogram.items() if str(k).isdigit()]
+    answers = sum(attempts * n for attempts, n in counts)
+    counted = sum(n for _, n in counts)
+    return _card(
+        "Attempts",
+        _esc(f"{answers / counted:.2f}" if counted else "–"),
+        _esc(f"answers per {noun}: {answers:,} for {counted:,} {noun}s"),
+    )
+
+
+def _tokens_card(data: Mapping[str, Any], kinds: Sequence[str]) -> str:
+    """Tokens in all, then per kind (`data["model_tokens"]`, ...), each with its data-key."""
+    values = [data.get(f"{kind}_tokens") for kind in kinds]
+    total = sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+    parts = (
+        f"{kind} " + _number(f"{kind}_tokens", value, _int(value))
+        for kind, value in zip(kinds, values, strict=True)
+    )
+    return _card("Tokens", _esc(f"{total:,}"), " · ".join(parts))
+
+
 def _panel(title: str, note: str, content: str, *, section_id: str) -> str:
     note_html = f'<p class="note">{note}</p>' if note else ""
     return (
@@ -539,11 +562,6 @@ def _eval_cards(data: Mapping[str, Any], cases: int, errors: int, scored: int) -
     lo, hi = _interval(data.get("lift_ci95"))
     eir = data.get("error_introduction_rate")
     latency = data.get("latency_s") or {}
-    tokens = [data.get(k) for k in ("model_tokens", "judge_tokens", "grader_tokens")]
-    total_tokens = sum(t for t in tokens if isinstance(t, int) and not isinstance(t, bool))
-    histogram = data.get("attempts_histogram") or {}
-    answers = sum(int(k) * int(v) for k, v in histogram.items() if str(k).isdigit())
-    counted = sum(int(v) for k, v in histogram.items() if str(k).isdigit())
     lift_tone = "pass" if lo is not None and lo > 0 else "fail" if hi is not None and hi < 0 else ""
     cards = [
         # Quality: the two pass rates, the lift, and the cases that moved either way.
@@ -593,21 +611,8 @@ def _eval_cards(data: Mapping[str, Any], cases: int, errors: int, scored: int) -
             + (" errored, left out of every rate" if errors else " errored"),
             "fail" if errors else "",
         ),
-        _card(
-            "Attempts",
-            _esc(f"{answers / counted:.2f}" if counted else "–"),
-            _esc(f"answers per case: {answers:,} for {counted:,} cases"),
-        ),
-        _card(
-            "Tokens",
-            _esc(f"{total_tokens:,}"),
-            "model "
-            + _number("model_tokens", tokens[0], _int(tokens[0]))
-            + " · judge "
-            + _number("judge_tokens", tokens[1], _int(tokens[1]))
-            + " · grader "
-            + _number("grader_tokens", tokens[2], _int(tokens[2])),
-        ),
+        _attempts_card(data.get("attempts_histogram") or {}, "case"),
+        _tokens_card(data, ("model", "judge", "grader")),
         _card(
             "Latency per case",
             _number("latency_s.p50", latency.get("p50"), _seconds(latency.get("p50"))),
@@ -975,9 +980,7 @@ def _run_cards(
     judged = [row for row in rows if row.get("passed") is not None and not row.get("error")]
     passed = sum(1 for row in judged if row.get("passed") is True)
     rate = passed / len(judged) if judged else None
-    tokens = [sum(_tokens(row, key) for row in rows) for key in ("model_tokens", "judge_tokens")]
-    answers = sum(int(k) * v for k, v in histogram.items())
-    counted = sum(histogram.values())
+    totals = {k: sum(_tokens(row, k) for row in rows) for k in ("model_tokens", "judge_tokens")}
     cards = [
         _card(
             "Items", _number("items", len(rows), _int(len(rows))), "rows in the output", "accent"
@@ -994,19 +997,8 @@ def _run_cards(
             _esc(f"of {len(rows):,} items"),
             "fail" if errors else "",
         ),
-        _card(
-            "Attempts",
-            _esc(f"{answers / counted:.2f}" if counted else "–"),
-            _esc(f"answers per item: {answers:,} for {counted:,} items"),
-        ),
-        _card(
-            "Tokens",
-            _esc(f"{sum(tokens):,}"),
-            "model "
-            + _number("model_tokens", tokens[0], _int(tokens[0]))
-            + " · judge "
-            + _number("judge_tokens", tokens[1], _int(tokens[1])),
-        ),
+        _attempts_card(histogram, "item"),
+        _tokens_card(totals, ("model", "judge")),
     ]
     return '<section class="cards five" id="summary">' + "".join(cards) + "</section>"
 
