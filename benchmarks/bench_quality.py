@@ -65,6 +65,9 @@ ATTEMPTS = 3
 SEED = 7
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b")
 SETUPS = ("verifiers", "model-judge", "dspy", "pydantic-ai")
+PUBLISHED_N = 12
+"""The published subset: this many evenly spaced prompts (a full run of both models and every
+setup takes about an hour on the 2-core machine)."""
 
 # Feedback templates measured for the refine loop (`--templates`); `default` is the SDK's.
 TEMPLATES: Mapping[str, str] = {
@@ -222,6 +225,11 @@ class SharedModel(ChatModel):
         """The request of the refinement under way: a longer last user message is a retry."""
         self.retry_temperature: float | None = None
         """When set, retries are sampled at this temperature (attempt 1 stays at 0)."""
+        self.resample_temperature: float | None = None
+        """When set, a retry whose answer repeats the previous attempt's word for word is asked
+        once more at this temperature (its answer replaces the repeat)."""
+        self.previous: str | None = None
+        """The last answer of the refinement under way (what a repeat is compared with)."""
 
     @property
     def model_name(self) -> str:
@@ -233,6 +241,18 @@ class SharedModel(ChatModel):
         if retry and self.retry_temperature is not None:
             options = replace(prompt.options, temperature=self.retry_temperature)
             prompt = prompt.with_options(options)
+        response = await self._cached(prompt)
+        if retry and self.resample_temperature is not None and self._repeats(response):
+            options = replace(prompt.options, temperature=self.resample_temperature)
+            response = await self._cached(prompt.with_options(options))
+        if self.original is not None:
+            self.previous = response.text
+        return response
+
+    def _repeats(self, response: ChatResponse) -> bool:
+        return self.previous is not None and response.text.strip() == self.previous.strip()
+
+    async def _cached(self, prompt: Prompt) -> ChatResponse:
         key = repr((prompt.messages, prompt.options))
         hit = self.cache.get(key)
         if hit is None:
@@ -451,6 +471,13 @@ def mark_retries(row: Row, case: Case) -> Row:
     return row
 
 
+def parse_variant(variant: str) -> tuple[str, float | None, float | None]:
+    """`name`, `name@T` (retries at temperature T) or `name~T` (a repeat resampled at T)."""
+    head, _, resample = variant.partition("~")
+    template, _, temperature = head.partition("@")
+    return template, float(temperature) if temperature else None, float(resample) if resample else None
+
+
 async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> list[Row]:
     from jevrefine.local import LocalModelServer
 
@@ -472,15 +499,14 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                 if setup not in ("verifiers", "model-judge"):
                     continue
                 for variant in args.templates if setup == "verifiers" else ["default"]:
-                    # "name" or "name@T": a feedback template, and a temperature for retries.
-                    template, _, temperature = variant.partition("@")
+                    template, retry_t, resample_t = parse_variant(variant)
                     label = setup if variant == "default" else f"{setup}[{variant}]"
-                    model.original = case.prompt
-                    model.retry_temperature = float(temperature) if temperature else None
+                    model.original, model.previous = case.prompt, None
+                    model.retry_temperature, model.resample_temperature = retry_t, resample_t
                     row = await run_refine(
                         case, label, model, judge_model, options, TEMPLATES[template]
                     )
-                    model.original = model.retry_temperature = None
+                    model.original = model.retry_temperature = model.resample_temperature = None
                     rows.append(row)
             for peer in peers:
                 if isinstance(peer, DSPyRefine):
@@ -604,6 +630,15 @@ def select(
     return [pool[int(i * step)] for i in range(n)]
 
 
+def development(cases: Sequence[dict[str, Any]], n: int, published: int) -> list[dict[str, Any]]:
+    """`n` cases evenly spaced over those *outside* the published subset of `published` cases.
+
+    The loop is tuned on these, so the published numbers do not measure a fit to their prompts.
+    """
+    taken = {c["id"] for c in select(cases, published)}
+    return select([c for c in cases if c["id"] not in taken], n)
+
+
 def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
     """Rows written by `--dump` (runs may be split across files), by model, counted afresh."""
     cases = {c["id"]: Case.of(c) for c in convert.load_cases()}
@@ -624,7 +659,11 @@ async def run(args: argparse.Namespace) -> None:
     if args.from_dump:
         report(load_dumps(args.from_dump), args)
         return
-    cases = [Case.of(c) for c in select(raw, args.n, args.skip, first=args.first)]
+    if args.dev:
+        chosen = development(raw, args.n, PUBLISHED_N)
+    else:
+        chosen = select(raw, args.n, args.skip, first=args.first)
+    cases = [Case.of(c) for c in chosen]
     if args.dump:
         Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
     all_rows: dict[str, list[Row]] = {}
@@ -683,15 +722,20 @@ def main(argv: list[str] | None = None) -> None:
         "--first", action="store_true", help="the first N prompts, not N evenly spaced ones"
     )
     parser.add_argument(
+        "--dev",
+        action="store_true",
+        help=f"N prompts from outside the published {PUBLISHED_N} (to tune the loop on)",
+    )
+    parser.add_argument(
         "--from-dump", nargs="+", default=None, metavar="FILE", help="report on --dump files"
     )
     args = parser.parse_args(argv)
-    unknown = [t for t in args.templates if t.partition("@")[0] not in TEMPLATES]
+    unknown = [t for t in args.templates if parse_variant(t)[0] not in TEMPLATES]
     if unknown:
         parser.error(f"unknown template(s) {unknown}; known: {', '.join(TEMPLATES)}")
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
-        args.n = 10 if args.quick else 40
+        args.n = 10 if args.quick else PUBLISHED_N
     if args.models is None:
         args.models = ["smollm2-135m"] if args.quick else list(MODELS)
     anyio.run(run, args)
