@@ -1,8 +1,8 @@
 """Does refinement help? IFBench prompts on real local models, IFBench's verifiers as the oracle.
 
-Per model (`LocalModelServer(model=...)`), on the same prompts (the first N cases of
-`benchmarks/ifbench/cases.jsonl`, in the benchmark's own order), with the same `max_tokens`,
-temperature 0 and seed, the same attempt cap (3 attempts):
+Per model (`LocalModelServer(model=...)`), on the same prompts (`PUBLISHED_N` cases of
+`benchmarks/ifbench/cases.jsonl`, evenly spaced over the file; `--dev` takes others, to tune
+on), with the same `max_tokens`, temperature 0 and seed, the same attempt cap (3 attempts):
 
 - `baseline`: one attempt (attempt 1 of `refine:verifiers`, which costs nothing extra);
 - `refine:verifiers`: `SelfRefineAdvisor` judged by code checks, one per instruction, calling
@@ -26,8 +26,9 @@ so seconds per prompt are what each setup would take alone.
     python -m benchmarks.bench_quality [--quick] [--n N] [--models NAME ...] [--setups ...]
         [--templates NAME ...] [--dump FILE.jsonl]
 
-`--quick` = 10 prompts on SmolLM2 only. CI does not run this benchmark (it needs minutes of CPU
-per model); its statistics are tested on fixed numbers in tests/test_bench_quality.py.
+`--quick` = 2 prompts on SmolLM2 only, 48 tokens (a smoke run of the wiring). CI does not
+run this benchmark (it needs minutes of CPU per model); its statistics are tested on fixed
+numbers in tests/test_bench_quality.py.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ ATTEMPTS = 3
 SEED = 7
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b")
 SETUPS = ("verifiers", "model-judge", "dspy", "pydantic-ai")
+DEFAULT_MAX_TOKENS = 160
 PUBLISHED_N = 12
 """The published subset: this many evenly spaced prompts (a full run of both models and every
 setup takes about an hour on the 2-core machine)."""
@@ -475,7 +477,11 @@ def parse_variant(variant: str) -> tuple[str, float | None, float | None]:
     """`name`, `name@T` (retries at temperature T) or `name~T` (a repeat resampled at T)."""
     head, _, resample = variant.partition("~")
     template, _, temperature = head.partition("@")
-    return template, float(temperature) if temperature else None, float(resample) if resample else None
+    return (
+        template,
+        float(temperature) if temperature else None,
+        float(resample) if resample else None,
+    )
 
 
 async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> list[Row]:
@@ -688,19 +694,37 @@ def report(all_rows: dict[str, list[Row]], args: argparse.Namespace) -> None:
     figures = [
         figure(
             f"quality_{name.replace('.', '_')}",
-            f"IFBench prompt-level pass rate, {name} (first {args.n} prompts)",
-            "pass rate (%)",
-            [bar(setup, [s["final_pass_rate"] * 100]) for setup, s in summary.items()],
+            f"IFBench lift over the baseline, {name} ({args.n} prompts; whisker: paired 95 % CI)",
+            "lift (percentage points)",
+            [lift_bar(setup, s) for setup, s in summary.items() if setup != "baseline"],
+            ideal=0.0,
+            ideal_label="no change",
         )
         for name, summary in results.items()
     ]
     emit(markdown(results, args), {"n": args.n, "results": results}, figures)
+    if args.plots:  # a report from --dump files is not run by the harness, which plots its own
+        from ._plots import plot_all
+
+        plot_all({"benchmarks": {"bench_quality": {"figures": figures}}}, Path(args.plots))
+
+
+def lift_bar(setup: str, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A bar at the lift whose whisker is its paired 95 % interval (in percentage points)."""
+    lo, hi = summary["lift_ci95"]
+    return bar(
+        f"{setup} ({summary['final_pass_rate']:.0%} final)", [lo, summary["lift"], hi], scale=100
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10 prompts, SmolLM2 only")
-    parser.add_argument("--n", type=int, default=None, help="prompts (default 40; quick: 10)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 2 prompts, SmolLM2 only, 48 tokens"
+    )
+    parser.add_argument(
+        "--n", type=int, default=None, help=f"prompts (default {PUBLISHED_N}; quick: 2)"
+    )
     parser.add_argument("--models", nargs="+", default=None, choices=MODELS)
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
     parser.add_argument(
@@ -711,7 +735,7 @@ def main(argv: list[str] | None = None) -> None:
         help=f"feedback templates to measure ({', '.join(TEMPLATES)}); @T samples retries at "
         "temperature T",
     )
-    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     # One llama.cpp thread: on a shared 2-core machine two threads spin-wait for each other
     # while descheduled (measured here: 1 thread did 6 attempts in 48 s, 2 threads 3 in ~8 min).
     parser.add_argument("--threads", type=int, default=1)
@@ -721,6 +745,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--first", action="store_true", help="the first N prompts, not N evenly spaced ones"
     )
+    parser.add_argument("--plots", default=None, metavar="DIR", help="write the PNG plots here")
     parser.add_argument(
         "--dev",
         action="store_true",
@@ -735,7 +760,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown template(s) {unknown}; known: {', '.join(TEMPLATES)}")
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
-        args.n = 10 if args.quick else PUBLISHED_N
+        args.n = 2 if args.quick else PUBLISHED_N
+    if args.quick and args.max_tokens == DEFAULT_MAX_TOKENS:
+        args.max_tokens = 48  # a smoke test of the wiring, not a measurement
     if args.models is None:
         args.models = ["smollm2-135m"] if args.quick else list(MODELS)
     anyio.run(run, args)

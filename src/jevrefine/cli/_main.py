@@ -42,7 +42,9 @@ __all__ = ["main"]
 Provider = Literal["local", "openai", "anthropic"]
 
 DEFAULT_PROMPT = "Why is the sky blue?"
-DEMO_SYSTEM = "You are a concise assistant. Answer in two sentences at most."
+# No length rule in the system message: the demo's judge holds the word limit, so a first draft
+# that runs long is what the loop visibly fixes.
+DEMO_SYSTEM = "You are a helpful assistant."
 
 
 class CityFacts(pydantic.BaseModel):
@@ -50,7 +52,9 @@ class CityFacts(pydantic.BaseModel):
 
     city: str
     country: str
-    population_millions: float
+    # Bounded: SmolLM2 once answered 1111111111111111.0 million; a value no city has is
+    # reported as not fitting the type instead of being printed as a fact.
+    population_millions: float = pydantic.Field(gt=0, lt=100)
 
 
 def choose_provider(requested: str) -> Provider:
