@@ -52,6 +52,8 @@ def test_demo_runs_offline_on_the_local_model(
         for k, v in __import__("os").environ.items()
         if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     }
+    # The bundled model: the demo's own default (Qwen) is a 469 MiB download.
+    env["JEVREFINE_LOCAL_MODEL"] = "smollm2-135m"
     result = subprocess.run(
         [sys.executable, "-m", "jevrefine", "demo", "Name one colour.", "--provider", "auto"],
         capture_output=True,
