@@ -1,8 +1,8 @@
 """Does refinement help? IFBench prompts on real local models, IFBench's verifiers as the oracle.
 
-Per model (`LocalModelServer(model=...)`), on the same prompts (the first N cases of
-`benchmarks/ifbench/cases.jsonl`, in the benchmark's own order), with the same `max_tokens`,
-temperature 0 and seed, the same attempt cap (3 attempts):
+Per model (`LocalModelServer(model=...)`), on the same prompts (`PUBLISHED_N` cases of
+`benchmarks/ifbench/cases.jsonl`, evenly spaced over the file; `--dev` takes others, to tune
+on), with the same `max_tokens`, temperature 0 and seed, the same attempt cap (3 attempts):
 
 - `baseline`: one attempt (attempt 1 of `refine:verifiers`, which costs nothing extra);
 - `refine:verifiers`: `SelfRefineAdvisor` judged by code checks, one per instruction, calling
@@ -26,8 +26,9 @@ so seconds per prompt are what each setup would take alone.
     python -m benchmarks.bench_quality [--quick] [--n N] [--models NAME ...] [--setups ...]
         [--templates NAME ...] [--dump FILE.jsonl]
 
-`--quick` = 10 prompts on SmolLM2 only. CI does not run this benchmark (it needs minutes of CPU
-per model); its statistics are tested on fixed numbers in tests/test_bench_quality.py.
+`--quick` = 2 prompts on SmolLM2 only, 48 tokens (a smoke run of the wiring). CI does not
+run this benchmark (it needs minutes of CPU per model); its statistics are tested on fixed
+numbers in tests/test_bench_quality.py.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ ATTEMPTS = 3
 SEED = 7
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b")
 SETUPS = ("verifiers", "model-judge", "dspy", "pydantic-ai")
+DEFAULT_MAX_TOKENS = 160
+PUBLISHED_N = 12
+"""The published subset: this many evenly spaced prompts (a full run of both models and every
+setup takes about an hour on the 2-core machine)."""
 
 # Feedback templates measured for the refine loop (`--templates`); `default` is the SDK's.
 TEMPLATES: Mapping[str, str] = {
@@ -222,6 +227,11 @@ class SharedModel(ChatModel):
         """The request of the refinement under way: a longer last user message is a retry."""
         self.retry_temperature: float | None = None
         """When set, retries are sampled at this temperature (attempt 1 stays at 0)."""
+        self.resample_temperature: float | None = None
+        """When set, a retry whose answer repeats the previous attempt's word for word is asked
+        once more at this temperature (its answer replaces the repeat)."""
+        self.previous: str | None = None
+        """The last answer of the refinement under way (what a repeat is compared with)."""
 
     @property
     def model_name(self) -> str:
@@ -233,6 +243,18 @@ class SharedModel(ChatModel):
         if retry and self.retry_temperature is not None:
             options = replace(prompt.options, temperature=self.retry_temperature)
             prompt = prompt.with_options(options)
+        response = await self._cached(prompt)
+        if retry and self.resample_temperature is not None and self._repeats(response):
+            options = replace(prompt.options, temperature=self.resample_temperature)
+            response = await self._cached(prompt.with_options(options))
+        if self.original is not None:
+            self.previous = response.text
+        return response
+
+    def _repeats(self, response: ChatResponse) -> bool:
+        return self.previous is not None and response.text.strip() == self.previous.strip()
+
+    async def _cached(self, prompt: Prompt) -> ChatResponse:
         key = repr((prompt.messages, prompt.options))
         hit = self.cache.get(key)
         if hit is None:
@@ -451,6 +473,17 @@ def mark_retries(row: Row, case: Case) -> Row:
     return row
 
 
+def parse_variant(variant: str) -> tuple[str, float | None, float | None]:
+    """`name`, `name@T` (retries at temperature T) or `name~T` (a repeat resampled at T)."""
+    head, _, resample = variant.partition("~")
+    template, _, temperature = head.partition("@")
+    return (
+        template,
+        float(temperature) if temperature else None,
+        float(resample) if resample else None,
+    )
+
+
 async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> list[Row]:
     from jevrefine.local import LocalModelServer
 
@@ -472,15 +505,14 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                 if setup not in ("verifiers", "model-judge"):
                     continue
                 for variant in args.templates if setup == "verifiers" else ["default"]:
-                    # "name" or "name@T": a feedback template, and a temperature for retries.
-                    template, _, temperature = variant.partition("@")
+                    template, retry_t, resample_t = parse_variant(variant)
                     label = setup if variant == "default" else f"{setup}[{variant}]"
-                    model.original = case.prompt
-                    model.retry_temperature = float(temperature) if temperature else None
+                    model.original, model.previous = case.prompt, None
+                    model.retry_temperature, model.resample_temperature = retry_t, resample_t
                     row = await run_refine(
                         case, label, model, judge_model, options, TEMPLATES[template]
                     )
-                    model.original = model.retry_temperature = None
+                    model.original = model.retry_temperature = model.resample_temperature = None
                     rows.append(row)
             for peer in peers:
                 if isinstance(peer, DSPyRefine):
@@ -604,6 +636,15 @@ def select(
     return [pool[int(i * step)] for i in range(n)]
 
 
+def development(cases: Sequence[dict[str, Any]], n: int, published: int) -> list[dict[str, Any]]:
+    """`n` cases evenly spaced over those *outside* the published subset of `published` cases.
+
+    The loop is tuned on these, so the published numbers do not measure a fit to their prompts.
+    """
+    taken = {c["id"] for c in select(cases, published)}
+    return select([c for c in cases if c["id"] not in taken], n)
+
+
 def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
     """Rows written by `--dump` (runs may be split across files), by model, counted afresh."""
     cases = {c["id"]: Case.of(c) for c in convert.load_cases()}
@@ -624,7 +665,11 @@ async def run(args: argparse.Namespace) -> None:
     if args.from_dump:
         report(load_dumps(args.from_dump), args)
         return
-    cases = [Case.of(c) for c in select(raw, args.n, args.skip, first=args.first)]
+    if args.dev:
+        chosen = development(raw, args.n, PUBLISHED_N)
+    else:
+        chosen = select(raw, args.n, args.skip, first=args.first)
+    cases = [Case.of(c) for c in chosen]
     if args.dump:
         Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
     all_rows: dict[str, list[Row]] = {}
@@ -649,19 +694,37 @@ def report(all_rows: dict[str, list[Row]], args: argparse.Namespace) -> None:
     figures = [
         figure(
             f"quality_{name.replace('.', '_')}",
-            f"IFBench prompt-level pass rate, {name} (first {args.n} prompts)",
-            "pass rate (%)",
-            [bar(setup, [s["final_pass_rate"] * 100]) for setup, s in summary.items()],
+            f"IFBench lift over the baseline, {name} ({args.n} prompts; whisker: paired 95 % CI)",
+            "lift (percentage points)",
+            [lift_bar(setup, s) for setup, s in summary.items() if setup != "baseline"],
+            ideal=0.0,
+            ideal_label="no change",
         )
         for name, summary in results.items()
     ]
     emit(markdown(results, args), {"n": args.n, "results": results}, figures)
+    if args.plots:  # a report from --dump files is not run by the harness, which plots its own
+        from ._plots import plot_all
+
+        plot_all({"benchmarks": {"bench_quality": {"figures": figures}}}, Path(args.plots))
+
+
+def lift_bar(setup: str, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A bar at the lift whose whisker is its paired 95 % interval (in percentage points)."""
+    lo, hi = summary["lift_ci95"]
+    return bar(
+        f"{setup} ({summary['final_pass_rate']:.0%} final)", [lo, summary["lift"], hi], scale=100
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10 prompts, SmolLM2 only")
-    parser.add_argument("--n", type=int, default=None, help="prompts (default 40; quick: 10)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 2 prompts, SmolLM2 only, 48 tokens"
+    )
+    parser.add_argument(
+        "--n", type=int, default=None, help=f"prompts (default {PUBLISHED_N}; quick: 2)"
+    )
     parser.add_argument("--models", nargs="+", default=None, choices=MODELS)
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
     parser.add_argument(
@@ -672,7 +735,7 @@ def main(argv: list[str] | None = None) -> None:
         help=f"feedback templates to measure ({', '.join(TEMPLATES)}); @T samples retries at "
         "temperature T",
     )
-    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     # One llama.cpp thread: on a shared 2-core machine two threads spin-wait for each other
     # while descheduled (measured here: 1 thread did 6 attempts in 48 s, 2 threads 3 in ~8 min).
     parser.add_argument("--threads", type=int, default=1)
@@ -682,16 +745,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--first", action="store_true", help="the first N prompts, not N evenly spaced ones"
     )
+    parser.add_argument("--plots", default=None, metavar="DIR", help="write the PNG plots here")
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help=f"N prompts from outside the published {PUBLISHED_N} (to tune the loop on)",
+    )
     parser.add_argument(
         "--from-dump", nargs="+", default=None, metavar="FILE", help="report on --dump files"
     )
     args = parser.parse_args(argv)
-    unknown = [t for t in args.templates if t.partition("@")[0] not in TEMPLATES]
+    unknown = [t for t in args.templates if parse_variant(t)[0] not in TEMPLATES]
     if unknown:
         parser.error(f"unknown template(s) {unknown}; known: {', '.join(TEMPLATES)}")
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
-        args.n = 10 if args.quick else 40
+        args.n = 2 if args.quick else PUBLISHED_N
+    if args.quick and args.max_tokens == DEFAULT_MAX_TOKENS:
+        args.max_tokens = 48  # a smoke test of the wiring, not a measurement
     if args.models is None:
         args.models = ["smollm2-135m"] if args.quick else list(MODELS)
     anyio.run(run, args)

@@ -103,3 +103,33 @@ def test_the_subset_is_evenly_spaced_unless_first() -> None:
     assert [c["id"] for c in bq.select(cases, 3, first=True)] == ["0", "1", "2"]
     assert [c["id"] for c in bq.select(cases, 2, skip=4)] == ["4", "7"]
     assert len(bq.select(cases, 50)) == 10
+
+
+def test_variants_name_a_template_a_retry_temperature_or_a_resample() -> None:
+    assert bq.parse_variant("default") == ("default", None, None)
+    assert bq.parse_variant("answer-only@0.7") == ("answer-only", 0.7, None)
+    assert bq.parse_variant("default~0.7") == ("default", None, 0.7)
+
+
+def test_the_development_slice_never_overlaps_the_published_subset() -> None:
+    cases = [{"id": str(i)} for i in range(100)]
+    published = {c["id"] for c in bq.select(cases, 12)}
+    dev = bq.development(cases, 20, 12)
+    assert len(dev) == 20
+    assert not published & {c["id"] for c in dev}
+
+
+async def test_a_repeated_retry_is_resampled_once_at_the_resample_temperature() -> None:
+    # The model repeats itself at temperature 0 whatever the feedback says.
+    model = FunctionModel(lambda prompt: "same" if prompt.options.temperature == 0.0 else "fresh")
+    shared = bq.SharedModel(model, {})
+    shared.original, shared.resample_temperature = "Q", 0.7
+    first = Prompt((UserMessage("Q"),), ChatOptions(temperature=0.0))
+    retry = Prompt((UserMessage("Q\n\nfix it"),), ChatOptions(temperature=0.0))
+    assert (await shared.call(first)).text == "same"
+    assert (await shared.call(retry)).text == "fresh"
+    temperatures = [p.options.temperature for p in model.prompts]
+    assert temperatures == [0.0, 0.0, 0.7]  # the repeat was asked again, hotter
+    shared.resample_temperature = None
+    shared.previous = "same"
+    assert (await shared.call(retry)).text == "same"  # off: the repeat is kept (from the cache)

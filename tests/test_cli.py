@@ -74,6 +74,8 @@ def test_demo_runs_offline_on_the_local_model(
         for k, v in __import__("os").environ.items()
         if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     }
+    # The bundled model: the demo's own default (Qwen) is a 469 MiB download.
+    env["JEVREFINE_LOCAL_MODEL"] = "smollm2-135m"
     result = subprocess.run(
         [sys.executable, "-m", "jevrefine", "demo", "Name one colour.", "--provider", "auto"],
         capture_output=True,
@@ -96,7 +98,7 @@ def test_demo_runs_offline_on_the_local_model(
     assert "CityFacts" in out
 
 
-async def test_demo_loop_prints_every_attempt_and_its_computed_verdict() -> None:
+async def test_demo_loop_prints_each_attempt_and_verdict_before_the_next_model_call() -> None:
     import io
 
     from jevrefine import Prompt
@@ -104,20 +106,40 @@ async def test_demo_loop_prints_every_attempt_and_its_computed_verdict() -> None
     from jevrefine.testing import FunctionModel
 
     long_answer = " ".join(["word"] * (WORD_LIMIT + 5))
+    out = io.StringIO()
+    calls = 0
 
     def answer(prompt: Prompt) -> str:
+        nonlocal calls
         text = prompt.messages[-1].text  # type: ignore[union-attr]
         if "allowed answers" in text.lower():  # a judging request: answer "yes"
             return '{"answer": "yes"}'
-        return "Short answer." if "fewer words" in text else long_answer
+        calls += 1
+        out.write(f"<model call {calls}>\n")  # where the model was called, in the same stream
+        if calls == 1:
+            return long_answer
+        # The second draft echoes the feedback (short, but no answer); the third answers.
+        return "The answer is longer than 25 words." if calls == 2 else "Short answer."
 
-    out = io.StringIO()
     await refine_demo(out, FunctionModel(answer), "Why?", "Be brief.")
     text = out.getvalue()
-    assert "attempt 1:" in text
-    assert f"({WORD_LIMIT + 5} words)" in text
-    assert "verdict: passed=false [short=FAILED, answers_question=PASSED]" in text
-    assert "attempt 2: 'Short answer.' (2 words)" in text
-    assert "verdict: passed=true [short=PASSED, answers_question=PASSED]" in text
-    assert "outcome: passed after 2 attempt(s)" in text
+    expected = [
+        "<model call 1>",
+        f"attempt 1: '{long_answer}' ({WORD_LIMIT + 5} words)",
+        "verdict: passed=false [short=FAILED, not_an_echo=PASSED, answers_question=PASSED]",
+        "- short: The answer is longer than",
+        "<model call 2>",
+        "attempt 2: 'The answer is longer than 25 words.' (7 words)",
+        "verdict: passed=false [short=PASSED, not_an_echo=FAILED, answers_question=PASSED]",
+        "- not_an_echo: The answer talks about these rules",
+        "<model call 3>",
+        "attempt 3: 'Short answer.' (2 words)",
+        "verdict: passed=true [short=PASSED, not_an_echo=PASSED, answers_question=PASSED]",
+        "outcome: passed after 3 attempt(s), returned attempt 3",
+        "the first draft failed short; the returned answer passes every criterion",
+    ]
+    # Live: each attempt and its verdict are written before the model is asked again.
+    positions = [text.index(line) for line in expected]
+    assert positions == sorted(positions), text
+    assert text.rstrip().endswith("Short answer.")
     assert text.rstrip().endswith("Short answer.")
