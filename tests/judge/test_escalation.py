@@ -309,6 +309,10 @@ async def test_jevrefine_evals_rows_and_report_mark_the_escalated_criteria(
     (row,) = data["results"]
     assert [a["escalated"] for a in row["attempts"]] == [["unsure"]]
     assert data["escalated"] == 1
+    # The HTML report page shows it on the attempt too.
+    report.write_html(tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '<span class="chip info">escalated: unsure</span>' in page
 
 
 CONFIG = """

@@ -872,10 +872,20 @@ def _eval_attempt(attempt: Mapping[str, Any], types: list[str], *, chosen: bool)
         if failed
         else "no assertion failed"
     )
+    escalated = attempt.get("escalated")
+    # Criteria the first judge was unsure of and a stronger one decided (`Judge(escalate_to=)`).
+    escalated_chip = (
+        '<span class="chip info">escalated: '
+        + _esc(", ".join(str(name) for name in escalated))
+        + "</span>"
+        if isinstance(escalated, list) and escalated
+        else ""
+    )
     head = (
         f'<div class="head"><strong>Attempt {_esc(attempt.get("index", "?"))}</strong>'
         + ('<span class="chip info">returned</span>' if chosen else "")
-        + f'{judge_chip}{oracle_chip}<span class="muted">{failed_text}</span></div>'
+        + f"{judge_chip}{escalated_chip}{oracle_chip}"
+        + f'<span class="muted">{failed_text}</span></div>'
     )
     body = _field("answer", _text_block(attempt.get("answer")))
     if attempt.get("feedback"):
