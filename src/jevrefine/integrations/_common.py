@@ -13,12 +13,13 @@ from .._fanout import BatchResult
 from .._request import ChatClientResponse
 from ..batch import RefineSummary
 from ..client import ChatClient
-from ..exceptions import JevrefineError
+from ..exceptions import JevrefineError, UserError
 
 __all__ = [
     "ClientDisconnectedError",
     "RefineRequest",
     "RefineResponse",
+    "error_reply",
     "incoming_context",
     "refine_one",
     "response_body",
@@ -91,3 +92,13 @@ def response_body(response: ChatClientResponse) -> RefineResponse:
         attempts=summary.attempts,
         tokens=summary.tokens,
     )
+
+
+def error_reply(error: JevrefineError) -> tuple[int, str]:
+    """The HTTP status and `"Type: message"` text that answer a failed refinement.
+
+    A `UserError` is the caller's (400); any other jevrefine error is the model's or the judge's
+    (502). The text holds the error's type and message, which never hold secrets.
+    """
+    status = 400 if isinstance(error, UserError) else 502
+    return status, f"{type(error).__name__}: {error}"

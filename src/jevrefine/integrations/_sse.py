@@ -29,7 +29,7 @@ import pydantic
 from ..client import ChatClient, PromptSpec
 from ..exceptions import JevrefineError
 from ..streaming import AttemptJudged, AttemptRejected, Completed, StreamEvent, TextDelta
-from ._common import RefineRequest, incoming_context, response_body
+from ._common import RefineRequest, error_reply, incoming_context, response_body
 
 __all__ = [
     "EVENT_STREAM",
@@ -119,7 +119,7 @@ async def event_frames(
                 yield frame
     except JevrefineError as exc:
         # The response has begun (status 200): the failure can only be told in the stream.
-        yield sse_frame("failed", {"error": f"{type(exc).__name__}: {exc}"})
+        yield sse_frame("failed", {"error": error_reply(exc)[1]})
     finally:
         aclose = getattr(events, "aclose", None)
         if aclose is not None:

@@ -33,8 +33,8 @@ from typing import TypeAlias
 import pydantic
 
 from ..client import ChatClient
-from ..exceptions import JevrefineError, UserError
-from ._common import RefineRequest, refine_one
+from ..exceptions import JevrefineError
+from ._common import RefineRequest, error_reply, refine_one
 from ._sse import (
     EVENT_STREAM,
     SSE_HEADERS,
@@ -64,6 +64,11 @@ StreamHandler: TypeAlias = Callable[[web.Request], Awaitable[web.StreamResponse]
 """An aiohttp request handler that streams its response."""
 
 
+def _error_response(error: JevrefineError) -> web.Response:
+    status, message = error_reply(error)
+    return web.json_response({"error": message}, status=status)
+
+
 def refine_handler(client_key: web.AppKey[ChatClient]) -> Handler:
     """A handler for `POST`: `RefineRequest` JSON in, `RefineResponse` JSON out.
 
@@ -80,10 +85,8 @@ def refine_handler(client_key: web.AppKey[ChatClient]) -> Handler:
             )
         try:
             response = await refine_one(request.app[client_key], body, request.headers)
-        except UserError as exc:
-            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=400)
         except JevrefineError as exc:
-            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=502)
+            return _error_response(exc)
         return web.json_response(response.model_dump())
 
     return refine
@@ -113,10 +116,8 @@ def stream_handler(client_key: web.AppKey[ChatClient]) -> StreamHandler:
             return web.json_response({"error": invalid_body_message(exc)}, status=400)
         try:
             frames = await open_event_stream(request.app[client_key], body, request.headers)
-        except UserError as exc:
-            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=400)
         except JevrefineError as exc:
-            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=502)
+            return _error_response(exc)
         response = web.StreamResponse(headers={"content-type": EVENT_STREAM, **SSE_HEADERS})
         try:
             await response.prepare(request)

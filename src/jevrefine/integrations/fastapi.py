@@ -31,8 +31,14 @@ import anyio
 import pydantic
 
 from ..client import ChatClient
-from ..exceptions import JevrefineError, UserError
-from ._common import ClientDisconnectedError, RefineRequest, RefineResponse, refine_one
+from ..exceptions import JevrefineError
+from ._common import (
+    ClientDisconnectedError,
+    RefineRequest,
+    RefineResponse,
+    error_reply,
+    refine_one,
+)
 from ._sse import (
     EVENT_STREAM,
     SSE_HEADERS,
@@ -120,10 +126,8 @@ def refine_router(
             )
         except ClientDisconnectedError:
             raise HTTPException(CLIENT_CLOSED_REQUEST, "client disconnected") from None
-        except UserError as exc:
-            raise HTTPException(400, f"{type(exc).__name__}: {exc}") from None
         except JevrefineError as exc:
-            raise HTTPException(502, f"{type(exc).__name__}: {exc}") from None
+            raise HTTPException(*error_reply(exc)) from None
 
     return router
 
@@ -182,10 +186,9 @@ def stream_router(
             return JSONResponse({"error": invalid_body_message(exc)}, status_code=400)
         try:
             frames = await open_event_stream(client_of(request), body, request.headers)
-        except UserError as exc:
-            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=400)
         except JevrefineError as exc:
-            return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=502)
+            status, message = error_reply(exc)
+            return JSONResponse({"error": message}, status_code=status)
         return EventStreamResponse(frames, media_type=EVENT_STREAM, headers=SSE_HEADERS)
 
     if page_path is not None:
