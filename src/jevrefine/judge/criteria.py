@@ -210,6 +210,16 @@ Criterion: TypeAlias = QuestionCriterion | CheckCriterion
 """Any criterion a `Judge` holds."""
 
 
+def _checked_name(builder: str, name: object, question: object, kind: type) -> str:
+    """`name` checked, once `question` is a `kind`: each question builder's first two checks."""
+    checked = _check_name(name)
+    if not isinstance(question, kind):
+        raise JudgeUsageError(
+            f"{builder}({checked!r}) needs a {kind.__name__}, got {type(question).__name__}"
+        )
+    return checked
+
+
 def _minimum(builder: str, value: object, maximum: float, example: float) -> float:
     try:
         return check_arg.number(
@@ -264,9 +274,7 @@ def noul(
         when_passed: Only count when this earlier criterion passed.
         when_chosen: Only count when this earlier choice criterion chose one of these labels.
     """
-    name = _check_name(name)
-    if not isinstance(question, Noul):
-        raise JudgeUsageError(f"noul({name!r}) needs a Noul, got {type(question).__name__}")
+    name = _checked_name("noul", name, question, Noul)
     least = _minimum(f"noul({name!r})", minimum, 1, 0.7)
     conditions = _conditions(applies_when, when_passed, when_chosen)
     return QuestionCriterion(name, question, least, (), *conditions)
@@ -291,9 +299,7 @@ def score(
         when_passed: Only count when this earlier criterion passed.
         when_chosen: Only count when this earlier choice criterion chose one of these labels.
     """
-    name = _check_name(name)
-    if not isinstance(question, Score):
-        raise JudgeUsageError(f"score({name!r}) needs a Score, got {type(question).__name__}")
+    name = _checked_name("score", name, question, Score)
     # The upper bound is the highest level: a minimum above it could never pass.
     least = _minimum(f"score({name!r})", minimum, question.max_level, 1.0)
     conditions = _conditions(applies_when, when_passed, when_chosen)
@@ -319,9 +325,7 @@ def choice(
         when_passed: Only count when this earlier criterion passed.
         when_chosen: Only count when this earlier choice criterion chose one of these labels.
     """
-    name = _check_name(name)
-    if not isinstance(question, Choice):
-        raise JudgeUsageError(f"choice({name!r}) needs a Choice, got {type(question).__name__}")
+    name = _checked_name("choice", name, question, Choice)
     if isinstance(accept, str) or not isinstance(accept, Sequence) or not accept:
         raise JudgeUsageError(f"choice({name!r}): accept must be a non-empty list of labels")
     unknown = [
