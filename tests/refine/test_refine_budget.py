@@ -3,7 +3,8 @@
 At `DEFAULT_ORDER` the advisor runs inside the tool loop, so a retry whose answer is a tool call
 goes back out to the loop, which runs the tool and calls the advisor again. That second call must
 continue the same attempt (with the judge's feedback still in the prompt), not start a new
-refinement with a fresh budget.
+refinement with a fresh budget. A stream (buffered or live) keeps the same budget, feedback
+and usage as `call()`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from jevrefine import (
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.judge import Judge, noul
 from jevrefine.models.openai import OpenAIChatModel
+from jevrefine.streaming import Completed
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer, FunctionModel
 
 CORRECT = Noul("Is `assistant_answer` correct?", when_false="Gives no reading")
@@ -40,6 +42,23 @@ ORDERS = [
     pytest.param(SelfRefineAdvisor.DEFAULT_ORDER, id="default_order"),
     pytest.param(SelfRefineAdvisor.BEFORE_TOOLS_ORDER, id="before_tools_order"),
 ]
+
+# call(), or a stream in either mode: the streamed loop keeps the same budget, pause and usage.
+HOWS = ["call", "buffered", "live"]
+
+
+def refining(judge: Judge, how: str, **options: Any) -> SelfRefineAdvisor:
+    return SelfRefineAdvisor(judge, stream_mode=None if how == "call" else how, **options)
+
+
+async def ask(client: ChatClient, text: str, how: str) -> Any:
+    """The response of `call()`, or the one `stream_events()` completes with."""
+    if how == "call":
+        return await client.prompt(text).call()
+    events = [event async for event in client.prompt(text).stream_events()]
+    last = events[-1]
+    assert isinstance(last, Completed)
+    return last.response
 
 
 def always_fails(state: Any, questions: dict[str, Any]) -> dict[str, float]:
@@ -85,19 +104,20 @@ def checks_again_on_every_turn() -> FunctionModel:
     return FunctionModel(answer)
 
 
+@pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("retries", [1, 2, 3])
 async def test_no_more_than_max_repeat_attempts_plus_one_judged_attempts(
-    jev_server: FakeJevServer, jev: JudgeClient, order: int, retries: int
+    jev_server: FakeJevServer, jev: JudgeClient, order: int, retries: int, how: str
 ) -> None:
     jev_server.answer = always_fails
     reading = counting_tool()
     model = checks_again_on_every_turn()
-    advisor = SelfRefineAdvisor(
-        Judge(jev, [noul("ok", CORRECT)]), max_repeat_attempts=retries, order=order
+    advisor = refining(
+        Judge(jev, [noul("ok", CORRECT)]), how, max_repeat_attempts=retries, order=order
     )
     client = ChatClient(model, tools=[reading], advisors=[advisor])
-    response = await client.prompt("How warm is Oslo?").call()
+    response = await ask(client, "How warm is Oslo?", how)
 
     assert len(jev_server.requests) == retries + 1
     report: RefineReport = response.context[context_keys.REFINE_REPORT]
@@ -109,16 +129,15 @@ async def test_no_more_than_max_repeat_attempts_plus_one_judged_attempts(
     assert len(reading.runs) == retries + 1
 
 
+@pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("order", ORDERS)
 async def test_the_feedback_survives_the_tool_round_of_a_retry(
-    jev_server: FakeJevServer, jev: JudgeClient, order: int
+    jev_server: FakeJevServer, jev: JudgeClient, order: int, how: str
 ) -> None:
     jev_server.answer = always_fails
     model = checks_again_on_every_turn()
-    advisor = SelfRefineAdvisor(
-        Judge(jev, [noul("ok", CORRECT)]), max_repeat_attempts=1, order=order
-    )
-    await ChatClient(model, tools=[counting_tool()], advisors=[advisor]).prompt("Oslo?").call()
+    advisor = refining(Judge(jev, [noul("ok", CORRECT)]), how, max_repeat_attempts=1, order=order)
+    await ask(ChatClient(model, tools=[counting_tool()], advisors=[advisor]), "Oslo?", how)
 
     def told(prompt: Prompt) -> bool:
         last = prompt.last_user_message()
@@ -129,14 +148,15 @@ async def test_the_feedback_survives_the_tool_round_of_a_retry(
     assert [told(p) for p in model.prompts] == [False, False, True, True]
 
 
+@pytest.mark.parametrize("how", HOWS)
 async def test_the_attempt_usage_includes_its_tool_round_at_the_default_order(
-    jev_server: FakeJevServer, jev: JudgeClient
+    jev_server: FakeJevServer, jev: JudgeClient, how: str
 ) -> None:
     jev_server.answer = always_fails
     model = checks_again_on_every_turn()
-    advisor = SelfRefineAdvisor(Judge(jev, [noul("ok", CORRECT)]), max_repeat_attempts=1)
-    response = await (
-        ChatClient(model, tools=[counting_tool()], advisors=[advisor]).prompt("Oslo?").call()
+    advisor = refining(Judge(jev, [noul("ok", CORRECT)]), how, max_repeat_attempts=1)
+    response = await ask(
+        ChatClient(model, tools=[counting_tool()], advisors=[advisor]), "Oslo?", how
     )
     report: RefineReport = response.context[context_keys.REFINE_REPORT]
     assert [a.usage for a in report.attempts] == [Usage(200, 1 + 2), Usage(200, 3 + 4)]

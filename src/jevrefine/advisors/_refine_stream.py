@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from .. import context_keys
 from .._request import ChatClientRequest, ChatClientResponse
-from ..exceptions import ModelError, UserError
-from ..jev.errors import JudgeError
-from ..judge import JudgeInput
+from ..exceptions import UserError
 from ..messages import (
     AssistantMessage,
     ChatResponse,
@@ -49,22 +47,12 @@ from ..streaming import (
     sink_of,
 )
 from ..telemetry import record_time_to_first_chunk
-from ..tools import record_tool_calls
-from ._refine_input import (
-    retry_prompt,
-    tool_calls_from_prompt,
-    tool_calls_from_records,
-    user_question,
-)
 from ._refine_telemetry import (
     end_loop,
     mark_failed,
-    record_evaluator_error,
-    record_verdict,
     start_attempt,
     start_loop,
 )
-from .tool_calling import ToolCallingAdvisor
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -189,25 +177,15 @@ class _StreamRun:
         end_loop(telemetry, span, len(self.loop.attempts), self.loop.outcome)
 
     async def _attempts(self) -> AsyncIterator[ChatClientResponse]:
-        """Run attempts until one passes, they run out, or one is not to be judged."""
+        """Run attempts until one passes, they run out, or one is not to be judged.
+
+        The steps are `_Loop`'s, as in call(): the same budget, pause and resume inside the
+        tool loop, and usage; only streaming, events and the spans' context are this loop's.
+        """
         advisor, loop = self.advisor, self.loop
-        request = loop.request
-        # As in call(): only an advisor outside the tool loop records the tool calls.
-        record = bool(request.tools) and any(
-            isinstance(a, ToolCallingAdvisor) for a in loop.rest.advisors
-        )
-        earlier_calls = tool_calls_from_prompt(request.prompt.messages)
-        previous: tuple[Verdict, str] | None = None
-        for number in range(1, advisor.max_repeat_attempts + 2):
-            prompt = request.prompt
-            if previous is not None:
-                prompt = retry_prompt(prompt, advisor._section(*previous))
-            if record:
-                tools, records = record_tool_calls(request.tools)
-                attempt_request = request.copy(prompt=prompt, tools=tools)
-            else:
-                records = []
-                attempt_request = request.copy(prompt=prompt)
+        first, previous = loop.begin(advisor)
+        for number in range(first, advisor.max_repeat_attempts + 2):
+            attempt_request, records = loop.attempt_request(advisor, previous)
             span = start_attempt(loop.telemetry, number, self.parent)
             try:
                 flush = self.emit(AttemptStarted(number))
@@ -222,8 +200,15 @@ class _StreamRun:
                         yield flush
                 response = _whole(self.chunks[number], attempt_request)
                 self.joined[number] = response.chat_response
-                calls = earlier_calls + tool_calls_from_records(records)
-                verdict, outcome = await self._judge(number, span, attempt_request, response, calls)
+                # The judging call's span nests under the attempt's. Made current only while
+                # awaited: no `yield` happens in between, so the consumer never runs in it.
+                token = otel_context.attach(trace.set_span_in_context(span, self.parent))
+                try:
+                    verdict, outcome = await loop.judge(
+                        advisor, number, span, attempt_request, response, records
+                    )
+                finally:
+                    otel_context.detach(token)
             except BaseException as exc:
                 mark_failed(span, exc)
                 raise
@@ -233,21 +218,15 @@ class _StreamRun:
             flush = self.emit(AttemptJudged(number, passed, verdict))
             if flush is not None:
                 yield flush
-            if outcome is not None:  # passed, skipped or unjudged: this attempt is the answer
-                for chunk in self._returned(loop.finish(response, outcome, number), number):
+            if outcome is not None:  # passed, skipped, paused or unjudged: this one is returned
+                final = loop.conclude(advisor, response, outcome, number, previous)
+                for chunk in self._returned(final, number):
                     yield chunk
                 return
             assert verdict is not None
-            if advisor.token_budget is not None and loop.spent >= advisor.token_budget:
-                _log.info(
-                    "self-refine: token budget spent (%d of %d) after attempt %d; no retry",
-                    loop.spent,
-                    advisor.token_budget,
-                    number,
-                )
+            if not loop.goes_on(advisor, number, verdict):
                 break
-            _log.debug("self-refine: attempt %d failed the judge: %s", number, verdict.summary())
-            previous = (verdict, loop.attempts[-1].answer)
+            previous = (verdict, response.content)
             if self.live and number <= advisor.max_repeat_attempts:
                 # Another attempt follows: the UI strikes this one as the next one starts.
                 flush = self._reject(number, verdict)
@@ -289,62 +268,6 @@ class _StreamRun:
             return None
         text = chunk.chat_response.results[0].output.text
         return self.emit(TextDelta(number, text)) if text else None
-
-    async def _judge(
-        self,
-        number: int,
-        span: Span,
-        request: ChatClientRequest,
-        response: ChatClientResponse,
-        calls: list[dict[str, Any]],
-    ) -> tuple[Verdict | None, str | None]:
-        """Judge the whole attempt: `(verdict, None)` to go on, `(v, outcome)` when it is final."""
-        from .self_refine import Attempt
-
-        advisor, loop = self.advisor, self.loop
-        usage = response.chat_response.metadata.usage
-        loop.model_usage = loop.model_usage + usage
-        answer = response.content
-        if advisor.skip_evaluation(request, response):
-            loop.attempts.append(Attempt(number, answer, None, usage))
-            return None, "skipped"
-        documents = loop.request.context.get(context_keys.RETRIEVAL_DOCUMENTS) or ()
-        judge_input = JudgeInput(
-            user_question(loop.request.prompt),
-            answer,
-            supporting_context=tuple(documents),
-            tool_calls=calls,
-        )
-        # The judging call's span nests under the attempt's. Made current only while awaited:
-        # no `yield` happens in between, so the consumer never runs in this context.
-        token = otel_context.attach(trace.set_span_in_context(span, self.parent))
-        try:
-            plan = await advisor.judge.prepare(judge_input)
-            try:
-                verdict = await advisor.judge.ask(plan)
-            except (JudgeError, ModelError) as exc:
-                response_id = response.chat_response.metadata.id
-                record_evaluator_error(
-                    loop.telemetry, span, [c.name for c in plan.send], exc, response_id
-                )
-                if not advisor._fails_open(exc):
-                    raise
-                _log.warning(
-                    "self-refine: judging attempt %d failed (%s: %s); returning it unjudged",
-                    number,
-                    type(exc).__name__,
-                    exc,
-                )
-                loop.attempts.append(Attempt(number, answer, None, usage))
-                return None, "unjudged"
-        finally:
-            otel_context.detach(token)
-        record_verdict(loop.telemetry, span, verdict, response.chat_response.metadata.id)
-        attempt = Attempt(number, answer, verdict, usage)
-        loop.attempts.append(attempt)
-        loop.judge_usage = loop.judge_usage + attempt.judge_usage
-        loop.responses[number] = response
-        return verdict, "passed" if verdict.passed else None
 
     def _reject(self, number: int, verdict: Verdict) -> ChatClientResponse | None:
         """Reject attempt `number` (once); the flush to yield."""

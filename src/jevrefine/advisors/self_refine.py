@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
     from ..judge.verdict import Verdict
     from ..telemetry import Telemetry
+    from ..tools import ToolCallRecord
     from .chain import CallAdvisorChain
 
 __all__ = [
@@ -331,25 +332,10 @@ class SelfRefineAdvisor:
         return refine_stream(self, request, chain)
 
     async def _refine(self, loop: _Loop) -> ChatClientResponse:
-        request = loop.request
-        # Only an advisor outside the tool loop has to record: inside it, the calls are in the
-        # prompt it receives.
-        record = bool(request.tools) and any(
-            isinstance(a, ToolCallingAdvisor) for a in loop.rest.advisors
-        )
-        question = user_question(request.prompt)
-        earlier_calls = tool_calls_from_prompt(request.prompt.messages)
-        # Read as is, not through `RetrievalAdvisor.documents_of`: an application advisor may
-        # put its own supporting texts (plain strings) under the key for the judge.
-        documents = request.context.get(context_keys.RETRIEVAL_DOCUMENTS) or ()
-        # Inside the tool loop, an answer that calls tools leaves this advisor; the loop's next
-        # round comes back here and continues that attempt rather than starting a new budget.
-        paused = loop.resume(request.scope.pop(self._paused_key, None))
-        first, previous, carried = (1, None, Usage()) if paused is None else paused.position
+        # The per-attempt steps are `_Loop`'s, shared with the streamed loop (_refine_stream).
+        first, previous = loop.begin(self)
         for number in range(first, self.max_repeat_attempts + 2):
-            prompt = request.prompt
-            if previous is not None:
-                prompt = retry_prompt(prompt, self._section(*previous))
+            attempt_request, records = loop.attempt_request(self, previous)
             span = start_attempt(loop.telemetry, number)
             # Exception texts may quote model output: the span gets the error type, not the text.
             with (
@@ -358,68 +344,18 @@ class SelfRefineAdvisor:
                 ),
                 _failure_marked(span),
             ):
-                if record:
-                    tools, records = record_tool_calls(request.tools)
-                    attempt_request = request.copy(prompt=prompt, tools=tools)
-                else:
-                    records = []
-                    attempt_request = request.copy(prompt=prompt)
                 clear_last_call()
                 response = await loop.rest.next_call(attempt_request)
                 evaluated = last_call()  # the `chat` span of the answer about to be judged
-                usage = loop.add_model_usage(response.chat_response.metadata.usage)
-                usage, carried = carried + usage, Usage()
-                answer = response.content
-                if self.skip_evaluation(attempt_request, response):
-                    loop.attempts.append(Attempt(number, answer, None, usage))
-                    if not record and _asks_for_tools(response):
-                        return self._pause(loop, response, (number, previous, usage))
-                    return loop.finish(response, "skipped", number)
-                calls = earlier_calls + tool_calls_from_records(records)
-                judge_input = JudgeInput(
-                    question, answer, supporting_context=tuple(documents), tool_calls=calls
+                verdict, outcome = await loop.judge(
+                    self, number, span, attempt_request, response, records, evaluated
                 )
-                # Checks and conditions run here, outside the policy: their exceptions are bugs.
-                plan = await self.judge.prepare(judge_input)
-                try:
-                    verdict = await self.judge.ask(plan)
-                except (JudgeError, ModelError) as exc:
-                    record_evaluator_error(
-                        loop.telemetry,
-                        span,
-                        [c.name for c in plan.send],
-                        exc,
-                        response.chat_response.metadata.id,
-                    )
-                    if not self._fails_open(exc):
-                        raise
-                    _log.warning(
-                        "self-refine: judging attempt %d failed (%s: %s); returning it unjudged",
-                        number,
-                        type(exc).__name__,
-                        exc,
-                    )
-                    loop.attempts.append(Attempt(number, answer, None, usage))
-                    return loop.finish(response, "unjudged", number)
-                record_verdict(
-                    loop.telemetry, span, verdict, response.chat_response.metadata.id, evaluated
-                )
-            attempt = Attempt(number, answer, verdict, usage)
-            loop.attempts.append(attempt)
-            loop.judge_usage = loop.judge_usage + attempt.judge_usage
-            loop.responses[number] = response
-            if verdict.passed:
-                return loop.finish(response, "passed", number)
-            if self.token_budget is not None and loop.spent >= self.token_budget:
-                _log.info(
-                    "self-refine: token budget spent (%d of %d) after attempt %d; no retry",
-                    loop.spent,
-                    self.token_budget,
-                    number,
-                )
+            if outcome is not None:
+                return loop.conclude(self, response, outcome, number, previous)
+            assert verdict is not None
+            if not loop.goes_on(self, number, verdict):
                 break
-            _log.debug("self-refine: attempt %d failed the judge: %s", number, verdict.summary())
-            previous = (verdict, answer)
+            previous = (verdict, response.content)
         return self._exhausted(loop)
 
     def _pause(
@@ -527,10 +463,15 @@ class _Loop:
 
     __slots__ = (
         "attempts",
+        "carried",
+        "documents",
+        "earlier_calls",
         "judge_usage",
         "model_usage",
         "outcome",
         "passed_up",
+        "question",
+        "record",
         "request",
         "responses",
         "rest",
@@ -551,6 +492,12 @@ class _Loop:
         # its own up, and the tool loop sums what each round returns.
         self.passed_up = Usage()
         self.outcome: str | None = None
+        self.record = False
+        self.question = ""
+        self.earlier_calls: list[dict[str, Any]] = []
+        self.documents: tuple[Any, ...] = ()
+        # The model tokens a paused attempt used before its tool round (added to its usage).
+        self.carried = Usage()
 
     @property
     def spent(self) -> int:
@@ -561,6 +508,122 @@ class _Loop:
         self.model_usage = self.model_usage + usage
         self.passed_up = self.passed_up + usage
         return usage
+
+    def begin(self, advisor: SelfRefineAdvisor) -> tuple[int, tuple[Verdict, str] | None]:
+        """Read what every attempt is judged against; where to start: number and feedback.
+
+        A paused refinement resumes where it stopped.
+        """
+        request = self.request
+        # Only an advisor outside the tool loop has to record: inside it, the calls are in the
+        # prompt it receives.
+        self.record = bool(request.tools) and any(
+            isinstance(a, ToolCallingAdvisor) for a in self.rest.advisors
+        )
+        self.question = user_question(request.prompt)
+        self.earlier_calls = tool_calls_from_prompt(request.prompt.messages)
+        # Read as is, not through `RetrievalAdvisor.documents_of`: an application advisor may
+        # put its own supporting texts (plain strings) under the key for the judge.
+        self.documents = tuple(request.context.get(context_keys.RETRIEVAL_DOCUMENTS) or ())
+        # Inside the tool loop, an answer that calls tools leaves this advisor; the loop's next
+        # round comes back here and continues that attempt rather than starting a new budget.
+        paused = self.resume(request.scope.pop(advisor._paused_key, None))
+        if paused is None:
+            return 1, None
+        first, previous, self.carried = paused.position
+        return first, previous
+
+    def attempt_request(
+        self, advisor: SelfRefineAdvisor, previous: tuple[Verdict, str] | None
+    ) -> tuple[ChatClientRequest, list[ToolCallRecord]]:
+        """The request of the next attempt (feedback appended) and where its tool calls go."""
+        request = self.request
+        prompt = request.prompt
+        if previous is not None:
+            prompt = retry_prompt(prompt, advisor._section(*previous))
+        if not self.record:
+            return request.copy(prompt=prompt), []
+        tools, records = record_tool_calls(request.tools)
+        return request.copy(prompt=prompt, tools=tools), records
+
+    async def judge(
+        self,
+        advisor: SelfRefineAdvisor,
+        number: int,
+        span: Span,
+        request: ChatClientRequest,
+        response: ChatClientResponse,
+        records: Sequence[ToolCallRecord],
+        evaluated: Span | None = None,
+    ) -> tuple[Verdict | None, str | None]:
+        """Count and judge attempt `number`'s whole answer and record it in `attempts`.
+
+        `(verdict, None)`: it failed and the loop may go on; otherwise the outcome to
+        `conclude` with: `passed`, `skipped`, `unjudged` or `paused` (a tool call to hand to
+        the tool loop around this advisor).
+        """
+        usage = self.add_model_usage(response.chat_response.metadata.usage)
+        usage, self.carried = self.carried + usage, Usage()
+        answer = response.content
+        if advisor.skip_evaluation(request, response):
+            self.attempts.append(Attempt(number, answer, None, usage))
+            paused = not self.record and _asks_for_tools(response)
+            return None, "paused" if paused else "skipped"
+        calls = self.earlier_calls + tool_calls_from_records(records)
+        judge_input = JudgeInput(
+            self.question, answer, supporting_context=self.documents, tool_calls=calls
+        )
+        # Checks and conditions run here, outside the policy: their exceptions are bugs.
+        plan = await advisor.judge.prepare(judge_input)
+        response_id = response.chat_response.metadata.id
+        try:
+            verdict = await advisor.judge.ask(plan)
+        except (JudgeError, ModelError) as exc:
+            names = [c.name for c in plan.send]
+            record_evaluator_error(self.telemetry, span, names, exc, response_id)
+            if not advisor._fails_open(exc):
+                raise
+            _log.warning(
+                "self-refine: judging attempt %d failed (%s: %s); returning it unjudged",
+                number,
+                type(exc).__name__,
+                exc,
+            )
+            self.attempts.append(Attempt(number, answer, None, usage))
+            return None, "unjudged"
+        record_verdict(self.telemetry, span, verdict, response_id, evaluated)
+        attempt = Attempt(number, answer, verdict, usage)
+        self.attempts.append(attempt)
+        self.judge_usage = self.judge_usage + attempt.judge_usage
+        self.responses[number] = response
+        return verdict, "passed" if verdict.passed else None
+
+    def conclude(
+        self,
+        advisor: SelfRefineAdvisor,
+        response: ChatClientResponse,
+        outcome: str,
+        number: int,
+        previous: tuple[Verdict, str] | None,
+    ) -> ChatClientResponse:
+        """The response to return for attempt `number`, which ended the loop with `outcome`."""
+        if outcome == "paused":
+            return advisor._pause(self, response, (number, previous, self.attempts[-1].usage))
+        return self.finish(response, outcome, number)
+
+    def goes_on(self, advisor: SelfRefineAdvisor, number: int, verdict: Verdict) -> bool:
+        """Whether another attempt may follow failed attempt `number` (the token budget)."""
+        budget = advisor.token_budget
+        if budget is not None and self.spent >= budget:
+            _log.info(
+                "self-refine: token budget spent (%d of %d) after attempt %d; no retry",
+                self.spent,
+                budget,
+                number,
+            )
+            return False
+        _log.debug("self-refine: attempt %d failed the judge: %s", number, verdict.summary())
+        return True
 
     def pause(self, response: ChatClientResponse, position: _Position) -> _Paused:
         """The state to resume from when the tool loop comes back after running the tools.
