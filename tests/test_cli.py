@@ -98,6 +98,35 @@ def test_demo_runs_offline_on_the_local_model(
     assert "CityFacts" in out
 
 
+async def test_the_default_question_is_held_to_its_cause_and_the_retry_learns_it() -> None:
+    """On "Why is the sky blue?" an answer that never names scattering fails, with a defect that
+    says what is missing; an answer that does passes (the demo's draft must get better, not only
+    shorter)."""
+    import io
+
+    from jevrefine import Prompt
+    from jevrefine.cli._demo import SKY_PROMPT, refine_demo
+    from jevrefine.testing import FunctionModel
+
+    out = io.StringIO()
+    seen: list[str] = []
+
+    def answer(prompt: Prompt) -> str:
+        text = prompt.messages[-1].text  # type: ignore[union-attr]
+        if "allowed answers" in text.lower():
+            return '{"answer": "yes"}'
+        seen.append(text)
+        if len(seen) == 1:
+            return "The sky is blue because it is a shade of blue."
+        return "Air molecules scatter blue sunlight more than red, so the sky looks blue."
+
+    await refine_demo(out, FunctionModel(answer), SKY_PROMPT, "Be brief.")
+    text = out.getvalue()
+    assert "names_the_cause=FAILED" in text
+    assert "say that the air scatters blue sunlight more than red" in seen[1]
+    assert "the first draft failed names_the_cause; the returned answer passes" in text
+
+
 async def test_demo_loop_prints_each_attempt_and_verdict_before_the_next_model_call() -> None:
     import io
 

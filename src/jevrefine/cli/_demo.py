@@ -74,12 +74,28 @@ def _not_an_echo(judge_input: JudgeInput) -> bool:
     return not any(mark in text for mark in _ECHO_MARKS)
 
 
-def _criteria(minimum: float = 0.5) -> list[Criterion]:
-    return [
+SKY_PROMPT: Final = "Why is the sky blue?"
+"""The demo's default question, which has a cause a code check can hold the answer to."""
+
+CAUSE_DEFECT: Final = (
+    "The answer does not name the cause; say that the air scatters blue sunlight more than red"
+)
+
+
+def _names_the_cause(judge_input: JudgeInput) -> bool:
+    # Rayleigh scattering is the physics; a small model's first draft rarely names it.
+    return "scatter" in judge_input.assistant_answer.lower()
+
+
+def _criteria(minimum: float = 0.5, *, prompt: str = "") -> list[Criterion]:
+    criteria: list[Criterion] = [
         check("short", _short_enough, defect=SHORT_DEFECT),
         check("not_an_echo", _not_an_echo, defect=ECHO_DEFECT),
-        noul("answers_question", ANSWERS_QUESTION, minimum=minimum),
     ]
+    if prompt.strip() == SKY_PROMPT:
+        criteria.append(check("names_the_cause", _names_the_cause, defect=CAUSE_DEFECT))
+    criteria.append(noul("answers_question", ANSWERS_QUESTION, minimum=minimum))
+    return criteria
 
 
 def demo_judge(client: SystemOneClient) -> Judge:
@@ -182,13 +198,14 @@ def _comparison(report: RefineReport) -> str:
 async def refine_demo(out: TextIO, chat_model: ChatModel, prompt: str, system: str) -> None:
     """Ask `prompt` through a `SelfRefineAdvisor`; print each attempt and verdict as it happens."""
     async with open_judge_client(chat_model) as (judge_client, judged_by):
+        cause = ", name the cause" if prompt.strip() == SKY_PROMPT else ""
         out.write(
             f"  judged by {judged_by}: at most {WORD_LIMIT} words, not an echo of the "
-            "feedback, and it must answer the question\n"
+            f"feedback{cause}, and it must answer the question\n"
         )
         out.flush()
         local = isinstance(judge_client, ModelJudgeClient) and _is_local(chat_model)
-        criteria = _criteria(ANSWERS_MINIMUM if local else 0.5)
+        criteria = _criteria(ANSWERS_MINIMUM if local else 0.5, prompt=prompt)
         advisor = SelfRefineAdvisor(_LiveJudge(judge_client, criteria, out), max_repeat_attempts=2)
         client = ChatClient(chat_model, system=system, advisors=[advisor])
         # Temperature 0 and a seed: the same run on the same model prints the same attempts.
