@@ -740,7 +740,12 @@ def main(argv: list[str] | None = None) -> None:
     # while descheduled (measured here: 1 thread did 6 attempts in 48 s, 2 threads 3 in ~8 min).
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ctx", type=int, default=4096)
-    parser.add_argument("--dump", default=None, help="write every attempt here (JSONL)")
+    parser.add_argument(
+        "--dump",
+        # The harness (`nox -s bench`) passes no arguments: the variable keeps a full run's attempts.
+        default=os.environ.get("JEVREFINE_BENCH_QUALITY_DUMP") or None,
+        help="write every attempt here (JSONL; default $JEVREFINE_BENCH_QUALITY_DUMP)",
+    )
     parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
     parser.add_argument(
         "--first", action="store_true", help="the first N prompts, not N evenly spaced ones"
