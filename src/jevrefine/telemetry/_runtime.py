@@ -23,6 +23,8 @@ from ._settings import CaptureMode, InstrumentationSettings, settings_of
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from opentelemetry.metrics import Histogram, Meter
+
     from ..messages import Usage
 
 __all__ = [
@@ -150,25 +152,11 @@ class Telemetry:
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )
-        self.input_tokens = (
-            None
-            if names.input_tokens is None
-            else meter.create_histogram(
-                names.input_tokens,
-                unit="{token}",
-                description="Input tokens per inference operation",
-                explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-            )
+        self.input_tokens = _token_histogram(
+            meter, names.input_tokens, "Input tokens per inference operation"
         )
-        self.output_tokens = (
-            None
-            if names.output_tokens is None
-            else meter.create_histogram(
-                names.output_tokens,
-                unit="{token}",
-                description="Output tokens per inference operation",
-                explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-            )
+        self.output_tokens = _token_histogram(
+            meter, names.output_tokens, "Output tokens per inference operation"
         )
         self.tool_duration = meter.create_histogram(
             METRIC_TOOL_DURATION,
@@ -246,3 +234,15 @@ class Telemetry:
         self.token_usage.record(usage.output_tokens, {**attributes, GEN_AI_TOKEN_TYPE: "output"})
         if self.legacy_attributes:
             self.token_usage.record(usage.total_tokens, {**attributes, GEN_AI_TOKEN_TYPE: "total"})
+
+
+def _token_histogram(meter: Meter, name: str | None, description: str) -> Histogram | None:
+    """A token histogram under `name`, or `None` when the naming scheme has no such metric."""
+    if name is None:
+        return None
+    return meter.create_histogram(
+        name,
+        unit="{token}",
+        description=description,
+        explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+    )
