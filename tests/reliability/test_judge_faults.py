@@ -35,6 +35,7 @@ from jevrefine.jev import (
     JudgeValidationError,
     Noul,
     RetryPolicy,
+    SystemOneResponse,
 )
 from jevrefine.jev.responses import UnknownAnswerWarning
 from jevrefine.testing import FakeJevServer
@@ -117,18 +118,29 @@ PERMANENT: dict[str, tuple[Fault, type[JudgeError]]] = {
 }
 
 
+async def _ask_through(
+    server: FakeJevServer, name: str, *, faults: int, retries: int
+) -> tuple[SystemOneResponse | JudgeError, Sleeps]:
+    """Queue `faults` of the transient fault `name`, ask once; the answer (or error) and waits."""
+    fault, _ = TRANSIENT[name]
+    for _ in range(faults):
+        fault(server)
+    recorder = Sleeps()
+    client = _client(server.base_url, recorder, retries=retries, timeout=_timeout_for(name))
+    async with client:
+        try:
+            return await client.system_one("The sky is blue.", QUESTIONS), recorder
+        except JudgeError as exc:
+            return exc, recorder
+
+
 @pytest.mark.parametrize("name", list(TRANSIENT))
 async def test_transient_fault_is_retried_and_succeeds(
     jev_server: FakeJevServer, name: str
 ) -> None:
     """Promise: a single transient fault costs one retry, invisible to the caller."""
-    fault, _ = TRANSIENT[name]
-    fault(jev_server)
-    recorder = Sleeps()
-    async with _client(
-        jev_server.base_url, recorder, retries=2, timeout=_timeout_for(name)
-    ) as client:
-        response = await client.system_one("The sky is blue.", QUESTIONS)
+    response, recorder = await _ask_through(jev_server, name, faults=1, retries=2)
+    assert isinstance(response, SystemOneResponse), response
     assert 0.0 <= response.noul("grounded").noul <= 1.0
     assert len(jev_server.requests) == 2
     assert len(recorder.delays) == 1
@@ -141,14 +153,8 @@ async def test_transient_fault_without_retries_raises_typed(
     jev_server: FakeJevServer, name: str
 ) -> None:
     """Promise: with retries off, exactly one attempt and the typed error of that fault."""
-    fault, error = TRANSIENT[name]
-    fault(jev_server)
-    recorder = Sleeps()
-    async with _client(
-        jev_server.base_url, recorder, retries=0, timeout=_timeout_for(name)
-    ) as client:
-        with pytest.raises(error):
-            await client.system_one("The sky is blue.", QUESTIONS)
+    outcome, recorder = await _ask_through(jev_server, name, faults=1, retries=0)
+    assert isinstance(outcome, TRANSIENT[name][1]), outcome
     assert len(jev_server.requests) == 1
     assert recorder.delays == []
 
@@ -158,15 +164,8 @@ async def test_persistent_transient_fault_stops_after_the_retries(
     jev_server: FakeJevServer, name: str
 ) -> None:
     """Promise: a fault that never clears costs exactly 1 + max_retries attempts, then raises."""
-    fault, error = TRANSIENT[name]
-    for _ in range(3):
-        fault(jev_server)
-    recorder = Sleeps()
-    async with _client(
-        jev_server.base_url, recorder, retries=2, timeout=_timeout_for(name)
-    ) as client:
-        with pytest.raises(error):
-            await client.system_one("The sky is blue.", QUESTIONS)
+    outcome, recorder = await _ask_through(jev_server, name, faults=3, retries=2)
+    assert isinstance(outcome, TRANSIENT[name][1]), outcome
     assert len(jev_server.requests) == 3
     assert len(recorder.delays) == 2
 
