@@ -742,7 +742,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument(
         "--dump",
-        # The harness (`nox -s bench`) passes no arguments: the variable keeps a full run's attempts.
+        # The harness (`nox -s bench`) passes no arguments: this keeps a full run's attempts.
         default=os.environ.get("JEVREFINE_BENCH_QUALITY_DUMP") or None,
         help="write every attempt here (JSONL; default $JEVREFINE_BENCH_QUALITY_DUMP)",
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -95,7 +97,8 @@ def pool_connections(model: ChatModel) -> tuple[int, int]:
 
 
 class CallProbe(jr.BaseAdvisor):
-    """The outermost advisor: counts calls started, in flight and finished, and notes a cancel."""
+    """The outermost advisor: counts calls and streams started, in flight and finished, and
+    notes a cancel."""
 
     name = "probe"
     order = jr.HIGHEST_PRECEDENCE
@@ -104,19 +107,33 @@ class CallProbe(jr.BaseAdvisor):
         self.started = 0
         self.in_flight = 0
         self.finished = 0
+        self.peak = 0
+        """The most calls or streams in flight at once."""
         self.cancelled = anyio.Event()
 
-    async def advise_call(
-        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
-    ) -> jr.ChatClientResponse:
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
         self.started += 1
         self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
         try:
-            response = await chain.next_call(request)
+            yield
         except anyio.get_cancelled_exc_class():
             self.cancelled.set()
             raise
         finally:
             self.in_flight -= 1
         self.finished += 1
-        return response
+
+    async def advise_call(
+        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
+    ) -> jr.ChatClientResponse:
+        with self._counted():
+            return await chain.next_call(request)
+
+    async def advise_stream(
+        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
+    ) -> AsyncIterator[jr.ChatClientResponse]:
+        with self._counted():
+            async for chunk in chain.next_stream(request):
+                yield chunk

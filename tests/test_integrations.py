@@ -11,7 +11,6 @@ import contextlib
 import importlib.util
 import os
 import socket
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import ModuleType
@@ -155,15 +154,14 @@ async def test_refine_endpoint_concurrently_in_the_callers_trace(
             assert response.status_code == 200, response.text
             replies[prompt] = response.json()
 
-        started = time.perf_counter()
         async with anyio.create_task_group() as group:
             for prompt in prompts:
                 group.start_soon(ask, prompt)
-        elapsed = time.perf_counter() - started
         bad_request = await http.post("/refine", json={"prompt": ""})
     assert backend.closed == 1  # closed at shutdown
-    # Nine refinements, the bad one twice 200 ms: served concurrently, not one after another.
-    assert elapsed < 1.5, elapsed
+    # Nine refinements, each at least 200 ms in the model: served concurrently, not one after
+    # another (counted in flight, not timed: a loaded machine stretches any wall-clock bound).
+    assert backend.probe.peak >= 2, backend.probe.peak
     assert replies["question 3"] == {
         "answer": "Echo: question 3",
         "passed": True,

@@ -150,6 +150,26 @@ async def full_chain(
             await judge_client.aclose()
 
 
+def new_tasks(before: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
+    """Tasks started since `before` that still run (the current one aside)."""
+    current = asyncio.current_task()
+    return {t for t in asyncio.all_tasks() if t not in before and t is not current and not t.done()}
+
+
+async def assert_nothing_left(
+    before: set[asyncio.Task[Any]], model: OpenAIChatModel, jev: JudgeClient
+) -> None:
+    """No task started since `before` still runs and neither pool holds a connection.
+
+    Waited for (up to 5 s): a cancelled handler's task, or a generator closed by the event
+    loop's finalizer, ends on a later tick than the cancellation the test saw.
+    """
+    with anyio.fail_after(5):
+        while new_tasks(before) or model_pool_busy(model):  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+    assert judge_pool_in_use(jev) == 0
+
+
 def judge_pool_in_use(client: JudgeClient) -> int:
     """Connections of the judge's transport that are taken (not idle, not free)."""
     transport: Any = client._http._transport

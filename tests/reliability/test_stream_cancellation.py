@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _fullchain import judge_pool_in_use, model_pool_busy
+from _fullchain import assert_nothing_left, model_pool_busy
 
 import jevrefine as jr
 from jevrefine.advisors.self_refine import SelfRefineAdvisor
@@ -80,18 +80,6 @@ async def streaming_client(backend: Backend) -> AsyncIterator[tuple[jr.ChatClien
         yield jr.ChatClient(model, advisors=[advisor]), model, jev
 
 
-def new_tasks(before: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
-    current = asyncio.current_task()
-    return {t for t in asyncio.all_tasks() if t not in before and t is not current and not t.done()}
-
-
-async def assert_clean(before: set[asyncio.Task[Any]], model: Any, jev: JudgeClient) -> None:
-    with anyio.fail_after(5):  # a generator closed by the event loop's finalizer: next tick
-        while new_tasks(before) or model_pool_busy(model):  # noqa: ASYNC110
-            await anyio.sleep(0.01)
-    assert judge_pool_in_use(jev) == 0
-
-
 async def assert_next_stream_is_whole(client: jr.ChatClient) -> None:
     events = [e async for e in client.prompt("next").stream_events()]
     last = events[-1]
@@ -124,7 +112,7 @@ async def test_leaving_while_the_model_streams_closes_its_stream(
                         break
         assert seen == 3
         assert not backend.judge_reached.is_set() or len(backend.jev_server.requests) == 1
-        await assert_clean(before, model, jev)
+        await assert_nothing_left(before, model, jev)
         await assert_next_stream_is_whole(client)
 
 
@@ -162,5 +150,5 @@ async def test_cancelling_while_judging_cancels_the_judge_call(
                 group.cancel_scope.cancel()
         assert judged == []  # it never got a verdict
         assert len(backend.jev_server.requests) == judges_before + 1  # no retry was sent
-        await assert_clean(before, model, jev)
+        await assert_nothing_left(before, model, jev)
         await assert_next_stream_is_whole(client)

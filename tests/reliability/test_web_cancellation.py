@@ -16,14 +16,15 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 import pytest
-from _fullchain import judge_pool_in_use, model_pool_busy
+from _fullchain import assert_nothing_left
+from _web_backend import HeldBackend, backend_fixture
 
 import jevrefine as jr
 from jevrefine.advisors.self_refine import SelfRefineAdvisor
@@ -31,12 +32,7 @@ from jevrefine.jev import JudgeClient, Noul, RetryPolicy
 from jevrefine.judge import Judge
 from jevrefine.judge.criteria import noul
 from jevrefine.models.openai import OpenAIChatModel
-from jevrefine.testing import FakeJevServer, FakeOpenAIServer
-from support import CallProbe
 from test_integrations import load_example, serve_aiohttp, serve_fastapi
-
-HOLD = 30.0
-"""How long the held phase would last: far longer than any test may take."""
 
 Serve = Callable[[Any], contextlib.AbstractAsyncContextManager[str]]
 APPS = [
@@ -46,40 +42,28 @@ APPS = [
 PHASES = ["model", "judge", "backoff"]
 
 
-class Backend:
-    """The fakes, the probes of each phase, and the `open_client` the apps are built with."""
+class Backend(HeldBackend):
+    """The model and the judge say yes at once; a held backoff makes the judge fail once."""
 
-    def __init__(self, model_server: FakeOpenAIServer, jev_server: FakeJevServer) -> None:
-        self.model_server = model_server
-        self.jev_server = jev_server
-        self.reached = {phase: threading.Event() for phase in PHASES}
-        self.held: str | None = None
-        self.probe = CallProbe()
-        self.model: OpenAIChatModel | None = None
-        self.jev: JudgeClient | None = None
+    phases = tuple(PHASES)
 
     def hold(self, phase: str) -> None:
-        """Hold the next request in `phase` for `HOLD` seconds (and say when it got there)."""
-        self.held = phase
+        """Hold the next request in `phase` (a backoff: the judge call fails once, its retry
+        waits)."""
+        super().hold(phase)
         if phase == "backoff":
-            self.jev_server.fail(503)  # the judge call fails once: its retry waits
-
-    async def _arrive(self, phase: str) -> None:
-        self.reached[phase].set()
-        if self.held == phase:
-            self.held = None
-            await asyncio.sleep(HOLD)  # the fakes' loops run asyncio; the backoff the app's
+            self.jev_server.fail(503)
 
     async def reply(self, body: dict[str, Any]) -> str:
-        await self._arrive("model")
+        await self.arrive("model")
         return "a good answer"
 
-    async def answer(self, state: Any, questions: dict[str, Any]) -> dict[str, float]:
-        await self._arrive("judge")
+    async def answer(self, state: Any, questions: Iterable[str]) -> dict[str, float]:
+        await self.arrive("judge")
         return dict.fromkeys(questions, 0.9)
 
     async def backoff(self, seconds: float) -> None:
-        await self._arrive("backoff")
+        await self.arrive("backoff")
 
     @contextlib.asynccontextmanager
     async def open_client(self) -> AsyncIterator[jr.ChatClient]:
@@ -95,15 +79,7 @@ class Backend:
             )
 
 
-@pytest.fixture
-async def backend() -> AsyncIterator[Backend]:
-    backend: Backend
-    async with (
-        FakeOpenAIServer(lambda body: backend.reply(body)) as model_server,
-        FakeJevServer(lambda state, questions: backend.answer(state, questions)) as jev_server,
-    ):
-        backend = Backend(model_server, jev_server)
-        yield backend
+backend = backend_fixture(Backend)
 
 
 async def post_then_hang_up(url: str, prompt: str, reached: threading.Event) -> None:
@@ -123,11 +99,6 @@ async def post_then_hang_up(url: str, prompt: str, reached: threading.Event) -> 
     # Leaving the block closed the socket: the client is gone.
 
 
-def new_tasks(before: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
-    current = asyncio.current_task()
-    return {t for t in asyncio.all_tasks() if t not in before and t is not current and not t.done()}
-
-
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize(("example", "serve"), APPS)
 async def test_a_hang_up_cancels_the_refinement_and_leaves_nothing_running(
@@ -144,8 +115,7 @@ async def test_a_hang_up_cancels_the_refinement_and_leaves_nothing_running(
         assert backend.jev is not None
         models_before = len(backend.model_server.chat_requests)
         judges_before = len(backend.jev_server.requests)
-        for event in backend.reached.values():
-            event.clear()
+        backend.clear()
         before = set(asyncio.all_tasks())
 
         backend.hold(phase)
@@ -160,10 +130,7 @@ async def test_a_hang_up_cancels_the_refinement_and_leaves_nothing_running(
         # ...and it was cancelled there: started, never finished.
         assert (backend.probe.started, backend.probe.finished) == (2, 1)
         assert backend.probe.in_flight == 0
-        with anyio.fail_after(5):  # the server's request task ends once its handler returns
-            while new_tasks(before) or model_pool_busy(backend.model):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
-        assert judge_pool_in_use(backend.jev) == 0
+        await assert_nothing_left(before, backend.model, backend.jev)
 
         # The shared client (model pool, judge pool) serves the next request.
         nxt = await http.post("/refine", json={"prompt": "next"})

@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -24,14 +24,14 @@ from urllib.parse import quote, urlsplit
 import anyio
 import httpx2
 import pytest
-from _fullchain import judge_pool_in_use, model_pool_busy
+from _fullchain import assert_nothing_left
+from _web_backend import HeldBackend, backend_fixture
 
 import jevrefine as jr
 from jevrefine.advisors.self_refine import SelfRefineAdvisor
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.judge import Judge, noul
 from jevrefine.models.openai import OpenAIChatModel
-from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 from test_integrations import APPS, Serve, load_example
 
 WRONG = "Lyon is the capital of France, I think."
@@ -39,58 +39,15 @@ RIGHT = "Paris is the capital of France."
 HOLD = 30.0
 
 
-class StreamProbe(jr.BaseAdvisor):
-    """The outermost advisor of a stream: started, cancelled, finished, in flight."""
-
-    name = "stream_probe"
-    order = jr.HIGHEST_PRECEDENCE
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.finished = 0
-        self.in_flight = 0
-        self.cancelled = anyio.Event()
-
-    async def advise_stream(
-        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
-    ) -> AsyncIterator[jr.ChatClientResponse]:
-        self.started += 1
-        self.in_flight += 1
-        try:
-            async for chunk in chain.next_stream(request):
-                yield chunk
-        except anyio.get_cancelled_exc_class():
-            self.cancelled.set()
-            raise
-        finally:
-            self.in_flight -= 1
-        self.finished += 1
-
-
-class Backend:
-    """The fakes, where a request got to, and the `open_client` the apps are built with."""
-
-    def __init__(self, model_server: FakeOpenAIServer, jev_server: FakeJevServer) -> None:
-        self.model_server = model_server
-        self.jev_server = jev_server
-        self.reached = {"model": threading.Event(), "judge": threading.Event()}
-        self.held: str | None = None
-        self.probe = StreamProbe()
-        self.model: OpenAIChatModel | None = None
-        self.jev: JudgeClient | None = None
-
-    async def _arrive(self, phase: str) -> None:
-        self.reached[phase].set()
-        if self.held == phase:
-            self.held = None
-            await asyncio.sleep(HOLD)  # on the fake's own loop and thread
+class Backend(HeldBackend):
+    """Live self-refine; the model answers wrongly until the judge's feedback reaches it."""
 
     async def reply(self, body: dict[str, Any]) -> str:
-        await self._arrive("model")
+        await self.arrive("model")
         return RIGHT if "broke these rules" in json.dumps(body["messages"]) else WRONG
 
-    async def answer(self, state: Any, questions: dict[str, Any]) -> dict[str, float]:
-        await self._arrive("judge")
+    async def answer(self, state: Any, questions: Iterable[str]) -> dict[str, float]:
+        await self.arrive("judge")
         return dict.fromkeys(questions, 0.9 if state["assistant_answer"] == RIGHT else 0.1)
 
     @contextlib.asynccontextmanager
@@ -105,15 +62,7 @@ class Backend:
             yield jr.ChatClient(model, advisors=[self.probe, advisor])
 
 
-@pytest.fixture
-async def backend() -> AsyncIterator[Backend]:
-    backend: Backend
-    async with (
-        FakeOpenAIServer(lambda body: backend.reply(body)) as model_server,
-        FakeJevServer(lambda state, questions: backend.answer(state, questions)) as jev_server,
-    ):
-        backend = Backend(model_server, jev_server)
-        yield backend
+backend = backend_fixture(Backend)
 
 
 def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -219,11 +168,6 @@ async def get_then_hang_up(url: str, path: str, reached: threading.Event) -> byt
     return received  # leaving the block closed the socket: the client is gone
 
 
-def new_tasks(before: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
-    current = asyncio.current_task()
-    return {t for t in asyncio.all_tasks() if t not in before and t is not current and not t.done()}
-
-
 @pytest.mark.parametrize("phase", ["model", "judge"])
 @pytest.mark.parametrize(("example", "serve"), APPS)
 async def test_a_hang_up_cancels_the_streamed_refinement_and_leaves_nothing_running(
@@ -240,11 +184,10 @@ async def test_a_hang_up_cancels_the_streamed_refinement_and_leaves_nothing_runn
         assert backend.jev is not None
         models_before = len(backend.model_server.chat_requests)
         judges_before = len(backend.jev_server.requests)
-        for event in backend.reached.values():
-            event.clear()
+        backend.clear()
         before = set(asyncio.all_tasks())
 
-        backend.held = phase
+        backend.hold(phase)
         with anyio.fail_after(10):  # a refinement that is not cancelled fails here, not at 30 s
             first = await get_then_hang_up(url, stream_url("hang up"), backend.reached[phase])
             await backend.probe.cancelled.wait()
@@ -254,10 +197,7 @@ async def test_a_hang_up_cancels_the_streamed_refinement_and_leaves_nothing_runn
         assert len(backend.jev_server.requests) == judges_before + (phase == "judge")
         assert (backend.probe.started, backend.probe.finished) == (2, 1)
         assert backend.probe.in_flight == 0
-        with anyio.fail_after(5):  # the server's request task ends once its handler returns
-            while new_tasks(before) or model_pool_busy(backend.model):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
-        assert judge_pool_in_use(backend.jev) == 0
+        await assert_nothing_left(before, backend.model, backend.jev)
 
         nxt = await http.get(stream_url("next"))
         done = parse_sse(nxt.text)[-1]
