@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Self
-
-if TYPE_CHECKING:
-    from types import TracebackType
+from typing import Self
 
 __all__ = ["AsyncClosing"]
 
@@ -25,10 +22,7 @@ class AsyncClosing:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    # The exception, if any, is not looked at (it propagates): `*exc_info`, as typeshed's
+    # `contextlib.aclosing` has it.
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()

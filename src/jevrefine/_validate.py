@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Final, Literal, TypeVar, overload
+from typing import Final, Literal, TypedDict, TypeVar, Unpack, overload
 from urllib.parse import urlsplit
 
 from .exceptions import UserError
@@ -59,31 +59,28 @@ def _fail(
     return error(f"{name}={shown(value)} {problem}: {instead}")
 
 
+# `optional=True` adds `None` to what `number`, `integer` and `text` return, which takes two
+# overloads each. The other keyword arguments are the same in both overloads, so each
+# validator's are listed once for them, in a TypedDict (the implementation's signature gives
+# their defaults, its docstring what they mean).
+
+
+class _NumberRule(TypedDict, total=False):
+    minimum: float | None
+    maximum: float | None
+    above: float | None
+    unit: str
+    example: float
+    error: type[UserError]
+
+
 @overload
 def number(
-    name: str,
-    value: object,
-    *,
-    minimum: float | None = ...,
-    maximum: float | None = ...,
-    above: float | None = ...,
-    optional: Literal[False] = ...,
-    unit: str = ...,
-    example: float = ...,
-    error: type[UserError] = ...,
+    name: str, value: object, *, optional: Literal[False] = ..., **rule: Unpack[_NumberRule]
 ) -> float: ...
 @overload
 def number(
-    name: str,
-    value: object,
-    *,
-    minimum: float | None = ...,
-    maximum: float | None = ...,
-    above: float | None = ...,
-    optional: Literal[True],
-    unit: str = ...,
-    example: float = ...,
-    error: type[UserError] = ...,
+    name: str, value: object, *, optional: Literal[True], **rule: Unpack[_NumberRule]
 ) -> float | None: ...
 def number(
     name: str,
@@ -131,27 +128,20 @@ def number(
     return result
 
 
+class _IntegerRule(TypedDict, total=False):
+    minimum: int | None
+    maximum: int | None
+    example: int
+    error: type[UserError]
+
+
 @overload
 def integer(
-    name: str,
-    value: object,
-    *,
-    minimum: int | None = ...,
-    maximum: int | None = ...,
-    optional: Literal[False] = ...,
-    example: int = ...,
-    error: type[UserError] = ...,
+    name: str, value: object, *, optional: Literal[False] = ..., **rule: Unpack[_IntegerRule]
 ) -> int: ...
 @overload
 def integer(
-    name: str,
-    value: object,
-    *,
-    minimum: int | None = ...,
-    maximum: int | None = ...,
-    optional: Literal[True],
-    example: int = ...,
-    error: type[UserError] = ...,
+    name: str, value: object, *, optional: Literal[True], **rule: Unpack[_IntegerRule]
 ) -> int | None: ...
 def integer(
     name: str,
@@ -205,25 +195,19 @@ def _bounds_text(minimum: int | None, maximum: int | None) -> str:
     return ""
 
 
+class _TextRule(TypedDict, total=False):
+    nonblank: bool
+    example: str
+    error: type[UserError]
+
+
 @overload
 def text(
-    name: str,
-    value: object,
-    *,
-    optional: Literal[False] = ...,
-    nonblank: bool = ...,
-    example: str = ...,
-    error: type[UserError] = ...,
+    name: str, value: object, *, optional: Literal[False] = ..., **rule: Unpack[_TextRule]
 ) -> str: ...
 @overload
 def text(
-    name: str,
-    value: object,
-    *,
-    optional: Literal[True],
-    nonblank: bool = ...,
-    example: str = ...,
-    error: type[UserError] = ...,
+    name: str, value: object, *, optional: Literal[True], **rule: Unpack[_TextRule]
 ) -> str | None: ...
 def text(
     name: str,

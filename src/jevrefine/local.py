@@ -46,8 +46,6 @@ from . import _validate
 from .exceptions import JevrefineError, UserError
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from .models.anthropic import AnthropicChatModel
     from .models.openai import OpenAIChatModel
 
@@ -454,12 +452,7 @@ class LocalModelServer:
         await anyio.to_thread.run_sync(self.start)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:  # the exception propagates as is
         await anyio.to_thread.run_sync(self.stop)
 
     def openai_model(self, **kwargs: Any) -> OpenAIChatModel:

@@ -21,7 +21,7 @@ import base64
 import hashlib
 import html
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 import pydantic
@@ -33,7 +33,10 @@ from ._common import RefineRequest, error_reply, incoming_context, response_body
 
 __all__ = [
     "EVENT_STREAM",
+    "SSE_HEADERS",
+    "begin_stream",
     "event_frames",
+    "invalid_body_message",
     "open_event_stream",
     "sse_frame",
     "stream_page",
@@ -99,6 +102,26 @@ async def open_event_stream(
         events = _spec(client, body).stream_events()
         first = await anext(events)
     return event_frames(first, events)
+
+
+async def begin_stream(
+    client_of: Callable[[], ChatClient], query: Mapping[str, str], headers: Mapping[str, str]
+) -> AsyncGenerator[bytes, None] | tuple[int, str]:
+    """What a stream endpoint answers: the frames, or the HTTP status and text that refuse it.
+
+    Both web integrations' stream handlers go through this, so a refusal is the same in each:
+    a bad query is a 400 (`invalid query: ...`), a jevrefine error before the first event is
+    `error_reply`'s status and text. `client_of` is called only once the query reads, as the
+    handlers did before they shared this.
+    """
+    try:
+        body = stream_request(query)
+    except pydantic.ValidationError as exc:
+        return 400, invalid_body_message(exc)
+    try:
+        return await open_event_stream(client_of(), body, headers)
+    except JevrefineError as exc:
+        return error_reply(exc)
 
 
 async def event_frames(

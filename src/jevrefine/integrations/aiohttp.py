@@ -35,14 +35,7 @@ import pydantic
 from ..client import ChatClient
 from ..exceptions import JevrefineError
 from ._common import RefineRequest, error_reply, refine_one
-from ._sse import (
-    EVENT_STREAM,
-    SSE_HEADERS,
-    invalid_body_message,
-    open_event_stream,
-    stream_page,
-    stream_request,
-)
+from ._sse import EVENT_STREAM, SSE_HEADERS, begin_stream, stream_page
 
 try:
     from aiohttp import web
@@ -110,14 +103,10 @@ def stream_handler(client_key: web.AppKey[ChatClient]) -> StreamHandler:
     """
 
     async def stream(request: web.Request) -> web.StreamResponse:
-        try:
-            body = stream_request(request.query)
-        except pydantic.ValidationError as exc:
-            return web.json_response({"error": invalid_body_message(exc)}, status=400)
-        try:
-            frames = await open_event_stream(request.app[client_key], body, request.headers)
-        except JevrefineError as exc:
-            return _error_response(exc)
+        frames = await begin_stream(lambda: request.app[client_key], request.query, request.headers)
+        if isinstance(frames, tuple):
+            status, message = frames
+            return web.json_response({"error": message}, status=status)
         response = web.StreamResponse(headers={"content-type": EVENT_STREAM, **SSE_HEADERS})
         try:
             await response.prepare(request)

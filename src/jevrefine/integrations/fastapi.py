@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
-import pydantic
 
 from ..client import ChatClient
 from ..exceptions import JevrefineError
@@ -39,14 +38,7 @@ from ._common import (
     error_reply,
     refine_one,
 )
-from ._sse import (
-    EVENT_STREAM,
-    SSE_HEADERS,
-    invalid_body_message,
-    open_event_stream,
-    stream_page,
-    stream_request,
-)
+from ._sse import EVENT_STREAM, SSE_HEADERS, begin_stream, stream_page
 
 try:
     from fastapi import APIRouter, HTTPException, Request
@@ -180,14 +172,11 @@ def stream_router(
 
     @router.get(path)
     async def stream(request: Request) -> Response:
-        try:
-            body = stream_request(request.query_params)
-        except pydantic.ValidationError as exc:
-            return JSONResponse({"error": invalid_body_message(exc)}, status_code=400)
-        try:
-            frames = await open_event_stream(client_of(request), body, request.headers)
-        except JevrefineError as exc:
-            status, message = error_reply(exc)
+        frames = await begin_stream(
+            lambda: client_of(request), request.query_params, request.headers
+        )
+        if isinstance(frames, tuple):
+            status, message = frames
             return JSONResponse({"error": message}, status_code=status)
         return EventStreamResponse(frames, media_type=EVENT_STREAM, headers=SSE_HEADERS)
 

@@ -85,7 +85,7 @@ from ._bounded_transport import (
     lean_http_client,
 )
 from ._deadlines import END, Pace, call_expired
-from ._log_scrub import register_key, unregister_key
+from ._sdk import Holdings, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise
 from .base import ChatModel
@@ -181,11 +181,10 @@ class AnthropicChatModel(ChatModel):
     __slots__ = (
         "_client",
         "_deadlines",
-        "_key_registered",
+        "_holdings",
         "_max_tokens",
         "_model",
         "_options",
-        "_owns_client",
         "_read",
         "_secret",
         "_stream_client",
@@ -244,16 +243,14 @@ class AnthropicChatModel(ChatModel):
             # A copy sharing the caller's connection pool, with the SDK's own spans off: the
             # chain's terminal link records the one `chat` span of each call.
             self._client = self._stream_client = client.with_options(open_telemetry=False)
-            self._owns_client = False
+            owned = None
         else:
-            self._client, self._stream_client = _own_clients(settings)
-            self._owns_client = True
+            self._client, self._stream_client = owned = _own_clients(settings)
         key_in_use = self._client.api_key
         # Kept only to blank it out of what the server sends; never printed.
         self._secret = key_in_use if key_in_use != _PLACEHOLDER_KEY else None
         self._read = Reader(self._secret)
-        register_key(self._secret)
-        self._key_registered = True
+        self._holdings = Holdings(self._secret, owned=owned)
 
     @property
     def model_name(self) -> str:
@@ -280,13 +277,7 @@ class AnthropicChatModel(ChatModel):
 
     async def aclose(self) -> None:
         """Close the SDK client, when this adapter created it."""
-        if self._key_registered:  # once, however often aclose() is called
-            self._key_registered = False
-            unregister_key(self._secret)
-        if self._owns_client:
-            await self._client.close()
-            if self._stream_client is not self._client:
-                await self._stream_client.close()
+        await self._holdings.release()
 
     def __repr__(self) -> str:
         # Scheme, host and port only: a URL's user-info could hold a credential.
@@ -368,10 +359,7 @@ class AnthropicChatModel(ChatModel):
                     with unreadable_items_raise(model, where, "stream event", self._read.scrub):
                         delta = state.feed(event)
                     if delta:
-                        yield ChatResponse(
-                            (Generation(AssistantMessage(delta)),),
-                            ChatResponseMetadata(id=state.id, model=state.model),
-                        )
+                        yield text_chunk(delta, state.id, state.model)
             if not state.stopped:
                 raise IncompleteResponseError(
                     f"the stream from {model} at {where} ended before message_stop; the answer "
@@ -413,7 +401,7 @@ class AnthropicChatModel(ChatModel):
                 {
                     "name": tool.name,
                     "description": tool.description,
-                    "input_schema": _plain(tool.parameters),
+                    "input_schema": plain(tool.parameters),
                 }
                 for tool in options.tools
             ]
@@ -423,10 +411,10 @@ class AnthropicChatModel(ChatModel):
         response_format = options.response_format
         if response_format is not None and response_format.type == "json_schema":
             params["output_config"] = {
-                "format": {"type": "json_schema", "schema": _plain(response_format.schema)}
+                "format": {"type": "json_schema", "schema": plain(response_format.schema)}
             }
         if options.extra_body:
-            body.update(_plain(options.extra_body))
+            body.update(plain(options.extra_body))
         if body:
             params["extra_body"] = body
         return params
@@ -594,15 +582,6 @@ def _http_error(exc: anthropic.APIStatusError, model: str) -> ModelHTTPError:
         message=message,
         headers=headers,
     )
-
-
-def _plain(value: Any) -> Any:
-    """Read-only mappings and tuples (how jevrefine stores them) as plain JSON values."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _tool_input(call: ToolCall) -> dict[str, Any]:

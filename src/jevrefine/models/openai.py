@@ -71,7 +71,7 @@ from ._bounded_transport import (
     lean_http_client,
 )
 from ._deadlines import END, Pace, call_expired
-from ._log_scrub import register_key, unregister_key
+from ._sdk import Holdings, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
 from .base import ChatModel
@@ -199,15 +199,13 @@ class OpenAIChatModel(ChatModel):
                     "give that client's http_client the limits you want instead"
                 )
             self._client = self._stream_client = client
-            self._owns_client = False
+            owned = None
         else:
-            self._client, self._stream_client = _own_clients(settings)
-            self._owns_client = True
+            self._client, self._stream_client = owned = _own_clients(settings)
         # Kept only to scrub it out of what the server sends; never printed.
         self._secret = _key_of(self._client)
         self._read = Reader(None if self._secret == _PLACEHOLDER_KEY else self._secret)
-        register_key(self._secret)
-        self._key_registered = True
+        self._holdings = Holdings(self._secret, owned=owned)
         # Read once: telemetry needs them on every call, and the SDK's `base_url` property is
         # not free. A client whose base URL is reassigned later needs a new adapter.
         url = self._client.base_url
@@ -338,10 +336,7 @@ class OpenAIChatModel(ChatModel):
                     with unreadable_items_raise(model, where, "stream chunk", self._read.scrub):
                         delta = state.add(chunk)
                     if delta:
-                        yield ChatResponse(
-                            (Generation(AssistantMessage(delta)),),
-                            ChatResponseMetadata(id=state.id, model=state.model),
-                        )
+                        yield text_chunk(delta, state.id, state.model)
             except openai.APITimeoutError as exc:
                 # Once the stream has begun the SDK retries nothing: say what happened.
                 raise ModelTimeoutError(
@@ -370,13 +365,7 @@ class OpenAIChatModel(ChatModel):
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this model created it (a client passed in stays open)."""
-        if self._key_registered:  # once, however often aclose() is called
-            self._key_registered = False
-            unregister_key(self._secret)
-        if self._owns_client:
-            await self._client.close()
-            if self._stream_client is not self._client:
-                await self._stream_client.close()
+        await self._holdings.release()
 
     # -- request building ------------------------------------------------------------------
 
@@ -411,7 +400,7 @@ class OpenAIChatModel(ChatModel):
             params["tools"] = [_tool_param(tool) for tool in options.tools]
         if options.tool_choice is not None:
             params["tool_choice"] = options.tool_choice
-        extra_body = _plain(options.extra_body) if options.extra_body else None
+        extra_body = plain(options.extra_body) if options.extra_body else None
         return params, extra_body
 
     # -- errors ----------------------------------------------------------------------------
@@ -574,7 +563,7 @@ def _tool_param(tool: ToolDefinition) -> dict[str, Any]:
         "function": {
             "name": tool.name,
             "description": tool.description,
-            "parameters": _plain(tool.parameters),
+            "parameters": plain(tool.parameters),
         },
     }
 
@@ -584,20 +573,11 @@ def _response_format_param(response_format: ResponseFormat) -> dict[str, Any]:
         return {"type": response_format.type}
     json_schema: dict[str, Any] = {
         "name": response_format.name,
-        "schema": _plain(response_format.schema),
+        "schema": plain(response_format.schema),
     }
     if response_format.strict is not None:
         json_schema["strict"] = response_format.strict
     return {"type": "json_schema", "json_schema": json_schema}
-
-
-def _plain(value: Any) -> Any:
-    """A deep copy with read-only mappings and tuples turned into dicts and lists (for JSON)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 # -- response mapping ----------------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""What the two vendor-SDK adapters share besides their settings (`_settings`).
+
+`OpenAIChatModel` and `AnthropicChatModel` differ in their SDKs, not in what they give back on
+`aclose()` (the key's registration with the log scrubber, the clients they built), in how they
+turn jevrefine's read-only values into JSON for a request, or in the chunk a stream yields for a
+piece of text: those are written once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ..messages import AssistantMessage, ChatResponse, ChatResponseMetadata, Generation
+from ._log_scrub import register_key, unregister_key
+
+__all__ = ["Holdings", "plain", "text_chunk"]
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+class Holdings:
+    """An adapter's API key, registered with the log scrubber, and the SDK clients it built.
+
+    Built once the adapter knows both; `release()` is its `aclose()`. Clients passed in by the
+    caller are not owned (`owned=None`) and stay open.
+    """
+
+    __slots__ = ("_key", "_key_held", "_owned")
+
+    def __init__(self, key: str | None, *, owned: tuple[_Closable, _Closable] | None) -> None:
+        self._key = key
+        self._owned = owned
+        register_key(key)
+        self._key_held = True
+
+    async def release(self) -> None:
+        """Unregister the key (once, however often this runs) and close the owned clients."""
+        if self._key_held:
+            self._key_held = False
+            unregister_key(self._key)
+        if self._owned is not None:
+            client, stream_client = self._owned
+            await client.close()
+            if stream_client is not client:
+                await stream_client.close()
+
+
+def plain(value: Any) -> Any:
+    """A deep copy with read-only mappings and tuples (how jevrefine stores them) as plain JSON."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def text_chunk(delta: str, response_id: str | None, model: str | None) -> ChatResponse:
+    """The `ChatResponse` a stream yields for one piece of the answer's text."""
+    return ChatResponse(
+        (Generation(AssistantMessage(delta)),),
+        ChatResponseMetadata(id=response_id, model=model),
+    )
