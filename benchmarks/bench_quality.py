@@ -24,7 +24,7 @@ jevrefine setups) one generation, and charges its generation time to every setup
 so seconds per prompt are what each setup would take alone.
 
     python -m benchmarks.bench_quality [--quick] [--n N] [--models NAME ...] [--setups ...]
-        [--templates NAME ...] [--dump FILE.jsonl]
+        [--templates NAME ...] [--dump FILE.jsonl] [--cases ID ...] [--from-dump FILE ...]
 
 `--quick` = 2 prompts on SmolLM2 only, 48 tokens (a smoke run of the wiring). CI does not
 run this benchmark (it needs minutes of CPU per model); its statistics are tested on fixed
@@ -669,6 +669,8 @@ async def run(args: argparse.Namespace) -> None:
         chosen = development(raw, args.n, PUBLISHED_N)
     else:
         chosen = select(raw, args.n, args.skip, first=args.first)
+    if args.cases:  # a part of the subset: one run split over processes, joined by --from-dump
+        chosen = [c for c in chosen if c["id"] in args.cases]
     cases = [Case.of(c) for c in chosen]
     if args.dump:
         Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
@@ -747,6 +749,9 @@ def main(argv: list[str] | None = None) -> None:
         help="write every attempt here (JSONL; default $JEVREFINE_BENCH_QUALITY_DUMP)",
     )
     parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
+    parser.add_argument(
+        "--cases", nargs="+", default=None, metavar="ID", help="only these cases of the subset"
+    )
     parser.add_argument(
         "--first", action="store_true", help="the first N prompts, not N evenly spaced ones"
     )
