@@ -22,6 +22,9 @@ from ._calls import (
     same_call,
 )
 from ._calls import (
+    call_attributes as call_attributes,
+)
+from ._calls import (
     clear_last_call as clear_last_call,
 )
 from ._calls import (
@@ -34,6 +37,9 @@ from ._calls import (
     mark_failed as mark_failed,
 )
 from ._calls import record_time_to_first_chunk as record_time_to_first_chunk
+from ._calls import (
+    recording as recording,
+)
 from ._calls import (
     status_code_of as status_code_of,
 )
@@ -90,7 +96,19 @@ from ._names import (
     GEN_AI_TOKEN_TYPE as GEN_AI_TOKEN_TYPE,
 )
 from ._names import (
+    GEN_AI_TOOL_CALL_ARGUMENTS as GEN_AI_TOOL_CALL_ARGUMENTS,
+)
+from ._names import (
+    GEN_AI_TOOL_CALL_ID as GEN_AI_TOOL_CALL_ID,
+)
+from ._names import (
+    GEN_AI_TOOL_CALL_RESULT as GEN_AI_TOOL_CALL_RESULT,
+)
+from ._names import (
     GEN_AI_TOOL_DEFINITIONS as GEN_AI_TOOL_DEFINITIONS,
+)
+from ._names import (
+    GEN_AI_TOOL_DESCRIPTION as GEN_AI_TOOL_DESCRIPTION,
 )
 from ._names import (
     GEN_AI_TOOL_NAME as GEN_AI_TOOL_NAME,

@@ -6,7 +6,7 @@ import contextlib
 import json
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
@@ -55,13 +55,16 @@ if TYPE_CHECKING:
     from ._runtime import Telemetry
 
 __all__ = [
+    "CallRecorder",
     "ModelCallRecorder",
+    "call_attributes",
     "clear_last_call",
     "error_type_of",
     "joined_span",
     "last_call",
     "mark_failed",
     "record_time_to_first_chunk",
+    "recording",
     "same_call",
     "status_code_of",
     "usage_attributes",
@@ -117,6 +120,63 @@ def usage_attributes(usage: Usage) -> dict[str, int]:
     if usage.cache_creation_input_tokens:
         attributes[GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_creation_input_tokens
     return attributes
+
+
+def call_attributes(
+    telemetry: Telemetry,
+    *,
+    operation: str,
+    provider: str,
+    request_model: str,
+    address: str | None,
+    port: int | None,
+) -> dict[str, Any]:
+    """The attributes a call's span and every metric of it share: what, whose, which model, where.
+
+    `gen_ai.system` joins them when the settings keep the legacy names; the port only comes with
+    an address, as a port alone names no server.
+    """
+    attributes: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: operation,
+        GEN_AI_PROVIDER_NAME: provider,
+        GEN_AI_REQUEST_MODEL: request_model,
+    }
+    if telemetry.legacy_attributes:
+        attributes[GEN_AI_SYSTEM] = provider
+    if address is not None:
+        attributes[SERVER_ADDRESS] = address
+        if port is not None:
+            attributes[SERVER_PORT] = port
+    return attributes
+
+
+class CallRecorder(Protocol):
+    """What `recording` needs of a call's recorder (`ModelCallRecorder`, the Jev client's)."""
+
+    @property
+    def span(self) -> trace.Span:
+        """The call's span, open until the recorder finishes or fails."""
+        ...
+
+    def fail(self, exc: BaseException, /) -> None:
+        """Record the failure and end the span."""
+        ...
+
+
+@contextlib.contextmanager
+def recording(recorder: CallRecorder) -> Iterator[None]:
+    """The recorder's span is the current one inside the block; a failure there is recorded.
+
+    The exception is then raised unchanged. On success the span stays open: the caller ends it
+    with `recorder.finish(...)`, which needs what the block produced. A plain `with` rather than
+    a wrapping coroutine, so the call resumes through no extra frame at each I/O wake-up.
+    """
+    try:
+        with trace.use_span(recorder.span, record_exception=False, set_status_on_exception=False):
+            yield
+    except BaseException as exc:
+        recorder.fail(exc)
+        raise
 
 
 # -- one call, one span -----------------------------------------------------------------------
@@ -203,20 +263,14 @@ class ModelCallRecorder:
         self.prompt = prompt
         options = prompt.options
         request_model = options.model or model.model_name
-        provider = model.provider
-        metric_attributes: dict[str, Any] = {
-            GEN_AI_OPERATION_NAME: CHAT,
-            GEN_AI_PROVIDER_NAME: provider,
-            GEN_AI_REQUEST_MODEL: request_model,
-        }
-        if telemetry.legacy_attributes:
-            metric_attributes[GEN_AI_SYSTEM] = provider
-        address = model.server_address
-        if address is not None:
-            metric_attributes[SERVER_ADDRESS] = address
-            port = model.server_port
-            if port is not None:
-                metric_attributes[SERVER_PORT] = port
+        metric_attributes = call_attributes(
+            telemetry,
+            operation=CHAT,
+            provider=model.provider,
+            request_model=request_model,
+            address=model.server_address,
+            port=model.server_port,
+        )
         attributes = dict(metric_attributes)
         if options.temperature is not None:
             attributes[GEN_AI_REQUEST_TEMPERATURE] = options.temperature

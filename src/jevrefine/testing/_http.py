@@ -238,7 +238,10 @@ class LoopbackHTTPServer:
         headers: Mapping[str, str] | None = None,
         times: int = 1,
     ) -> None:
-        """Answer the next `times` requests with `status` (and `body`: JSON value, str or bytes)."""
+        """Answer the next `times` requests with `status` (and `body`: JSON value, str or bytes).
+
+        Without `body`, the API's error body (`error_body`); `headers` go over `error_headers`.
+        """
         self._queue(_Fault("fail", times, status=status, body=body, headers=dict(headers or {})))
 
     def drop_connections(self, times: int = 1) -> None:
@@ -354,6 +357,13 @@ class LoopbackHTTPServer:
         """The body of an injected failure when the test gave none; subclasses use their API's."""
         return {"error": {"message": HTTPStatus(status).phrase, "code": status}}
 
+    def error_headers(self, status: int) -> dict[str, str]:
+        """Headers every injected failure carries (none here; e.g. an API's request id).
+
+        Built once per failing response; the headers given to `fail` are added over them.
+        """
+        return {}
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -391,7 +401,8 @@ class LoopbackHTTPServer:
         response: HTTPResponse | StreamingHTTPResponse
         if fault is not None and fault.kind == "fail":
             body = fault.body if fault.body is not None else self.error_body(fault.status, None)
-            response = _response_of(fault.status, body, fault.headers)
+            headers = {**self.error_headers(fault.status), **fault.headers}
+            response = _response_of(fault.status, body, headers)
         elif fault is not None and fault.kind == "huge_body":
             response = _huge_response(fault.size, chunked=fault.chunked)
         elif fault is not None and fault.kind == "malformed":
