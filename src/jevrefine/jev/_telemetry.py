@@ -23,6 +23,7 @@ from ..telemetry import (
     HTTP_RESPONSE_STATUS_CODE,
     INFERENCE_DETAILS_EVENT,
     SYSTEM_ONE,
+    CallRecorder,
     Telemetry,
     call_attributes,
     emit_log_event,
@@ -63,7 +64,7 @@ def record_retry(span: Span, retry: int, delay: float, error: BaseException) -> 
     span.add_event(RETRY_EVENT, attributes)
 
 
-class JudgeCallRecorder:
+class JudgeCallRecorder(CallRecorder):
     """Opens the span at `start`, closes it with `finish(response)` or `fail(error)`.
 
     With content capture on, the request body (state and questions; never the headers, so never

@@ -35,7 +35,7 @@ from .._headers import redact, redact_error
 from .._transport import KeepAliveTransport, MalformedResponseError
 from .._version import __version__
 from ..exceptions import ResponseTooLargeError
-from ..telemetry import InstrumentationSettings, Telemetry, joined_span, recording
+from ..telemetry import InstrumentationSettings, Telemetry, joined_span
 from ._telemetry import JudgeCallRecorder, record_retry
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
@@ -317,7 +317,7 @@ class JudgeClient(AsyncClosing):
         recorder = JudgeCallRecorder(
             self._telemetry, model_name, self._address, self._port, content
         )
-        with recording(recorder):
+        with recorder:
             response = await self._send_system_one(content, wire, timeout, recorder.span)
         recorder.finish(response)
         return response

@@ -17,6 +17,9 @@ wrapper that records model calls), `_calls` (one call's span and metrics, error 
 from __future__ import annotations
 
 from ._calls import (
+    CallRecorder as CallRecorder,
+)
+from ._calls import (
     ModelCallRecorder,
     error_type_of,
     same_call,
@@ -37,9 +40,6 @@ from ._calls import (
     mark_failed as mark_failed,
 )
 from ._calls import record_time_to_first_chunk as record_time_to_first_chunk
-from ._calls import (
-    recording as recording,
-)
 from ._calls import (
     status_code_of as status_code_of,
 )

@@ -6,8 +6,9 @@ import contextlib
 import json
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Self
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -64,7 +65,6 @@ __all__ = [
     "last_call",
     "mark_failed",
     "record_time_to_first_chunk",
-    "recording",
     "same_call",
     "status_code_of",
     "usage_attributes",
@@ -150,33 +150,34 @@ def call_attributes(
     return attributes
 
 
-class CallRecorder(Protocol):
-    """What `recording` needs of a call's recorder (`ModelCallRecorder`, the Jev client's)."""
+class CallRecorder:
+    """What a call's recorder shares (`ModelCallRecorder`, the Jev client's `JudgeCallRecorder`).
 
-    @property
-    def span(self) -> trace.Span:
-        """The call's span, open until the recorder finishes or fails."""
-        ...
+    `with recorder:` makes the call's span the current one inside the block; an exception that
+    leaves the block is recorded with `fail` (which ends the span) and propagates unchanged. On
+    success the span stays open: the caller ends it with `finish(...)`, which needs what the
+    block produced.
+    """
+
+    __slots__ = ("_token",)
+
+    span: trace.Span
+    """The call's span, open until the recorder finishes or fails."""
 
     def fail(self, exc: BaseException, /) -> None:
         """Record the failure and end the span."""
-        ...
+        raise NotImplementedError
 
+    def __enter__(self) -> Self:
+        # What `trace.use_span(span, record_exception=False, set_status_on_exception=False)`
+        # does, without its generator: this runs on every recorded call (`bench_telemetry`).
+        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self
 
-@contextlib.contextmanager
-def recording(recorder: CallRecorder) -> Iterator[None]:
-    """The recorder's span is the current one inside the block; a failure there is recorded.
-
-    The exception is then raised unchanged. On success the span stays open: the caller ends it
-    with `recorder.finish(...)`, which needs what the block produced. A plain `with` rather than
-    a wrapping coroutine, so the call resumes through no extra frame at each I/O wake-up.
-    """
-    try:
-        with trace.use_span(recorder.span, record_exception=False, set_status_on_exception=False):
-            yield
-    except BaseException as exc:
-        recorder.fail(exc)
-        raise
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        otel_context.detach(self._token)
+        if exc is not None:
+            self.fail(exc)
 
 
 # -- one call, one span -----------------------------------------------------------------------
@@ -229,7 +230,7 @@ def _legacy_finish_reason(reason: str) -> str:
     return reason.upper()
 
 
-class ModelCallRecorder:
+class ModelCallRecorder(CallRecorder):
     """Records one model call as a `chat {model}` CLIENT span plus duration and token metrics.
 
     Used by `InstrumentedModel` for every `ChatModel`, for `call` and `stream` alike: build it,

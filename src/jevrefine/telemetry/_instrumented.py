@@ -14,7 +14,7 @@ from ..context_keys import CONVERSATION_ID
 from ..exceptions import StreamingNotSupportedError, UserError
 from ..messages import ChatResponse, concat_chunks
 from ..models.base import ChatModel
-from ._calls import ModelCallRecorder, recording
+from ._calls import ModelCallRecorder
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -139,7 +139,7 @@ class InstrumentedModel(ChatModel):
         recorder = ModelCallRecorder(
             self.telemetry, self.wrapped, prompt, conversation_id=conversation_id, parent=parent
         )
-        with recording(recorder):
+        with recorder:
             response = check_response(self.wrapped, await self.wrapped.call(prompt))
         recorder.finish(response)
         return response

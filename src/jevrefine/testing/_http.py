@@ -28,7 +28,6 @@ from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
-    from types import TracebackType
 
 __all__ = [
     "HTTPRequest",
@@ -209,24 +208,16 @@ class LoopbackHTTPServer:
         self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    # The exception, if any, is not looked at (it propagates): `*exc_info`, as typeshed's
+    # `contextlib.closing` has it.
+    async def __aexit__(self, *exc_info: object) -> None:
         self.stop()
 
     def __enter__(self) -> Self:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- faults ----------------------------------------------------------------------------
