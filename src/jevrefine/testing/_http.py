@@ -233,7 +233,8 @@ class LoopbackHTTPServer:
 
         Without `body`, the API's error body (`error_body`); `headers` go over `error_headers`.
         """
-        self._queue(_Fault("fail", times, status=status, body=body, headers=dict(headers or {})))
+        merged = {**self.error_headers(status), **(headers or {})}
+        self._queue(_Fault("fail", times, status=status, body=body, headers=merged))
 
     def drop_connections(self, times: int = 1) -> None:
         """Close the connection without answering, for the next `times` requests."""
@@ -351,7 +352,8 @@ class LoopbackHTTPServer:
     def error_headers(self, status: int) -> dict[str, str]:
         """Headers every injected failure carries (none here; e.g. an API's request id).
 
-        Built once per failing response; the headers given to `fail` are added over them.
+        Built once per `fail` call, so its `times` answers share them; the headers given to
+        `fail` go over them.
         """
         return {}
 
@@ -392,8 +394,7 @@ class LoopbackHTTPServer:
         response: HTTPResponse | StreamingHTTPResponse
         if fault is not None and fault.kind == "fail":
             body = fault.body if fault.body is not None else self.error_body(fault.status, None)
-            headers = {**self.error_headers(fault.status), **fault.headers}
-            response = _response_of(fault.status, body, headers)
+            response = _response_of(fault.status, body, fault.headers)
         elif fault is not None and fault.kind == "huge_body":
             response = _huge_response(fault.size, chunked=fault.chunked)
         elif fault is not None and fault.kind == "malformed":

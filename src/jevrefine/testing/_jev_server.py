@@ -131,7 +131,7 @@ class FakeJevServer(LoopbackHTTPServer):
         return f"req_fake_{next(self._ids):08d}"
 
     def error_headers(self, status: int) -> dict[str, str]:
-        """A fresh request id on every injected failure, as the API sends on each answer."""
+        """A request id per `fail` call (shared by its `times` answers), as the API sends one."""
         return {"x-typesafe-request-id": self._request_id()}
 
     def error_body(self, status: int, body: Any) -> Any:
