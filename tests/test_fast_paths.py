@@ -2,7 +2,7 @@
 
 - `CallAdvisorChain.next_call` hands back the next advisor's own coroutine, no wrapper of its own
   (`benchmarks/bench_chain_overhead.py`).
-- The Jev client's keep-alive transport (`jevrefine/jev/_transport.py`) was measured with one
+- The Jev client's keep-alive transport (`jevrefine/_transport.py`) was measured with one
   httpx2 series and relies on how httpx2 treats a transport (`benchmarks/bench_judge_client.py`).
 
 The third, the inactive-telemetry shortcut, belongs to the telemetry module and its tests.
@@ -19,9 +19,9 @@ import httpx2
 import pytest
 
 import jevrefine as jr
+from jevrefine import _transport
 from jevrefine.advisors.chain import CallAdvisorChain
 from jevrefine.client import ChatClientRequest, ChatClientResponse
-from jevrefine.jev import _transport
 from jevrefine.testing import FunctionModel
 
 
@@ -71,7 +71,7 @@ def test_httpx2_is_the_series_the_keep_alive_transport_was_measured_with() -> No
         f"httpx2 {installed} is outside {low}..{high} (exclusive), the series the Jev "
         "keep-alive transport was benchmarked with: re-run `python -m benchmarks --only "
         "bench_judge_client` against httpx's default transport (http_client=httpx2.AsyncClient()), "
-        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/jev/_transport.py"
+        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/_transport.py"
     )
 
 

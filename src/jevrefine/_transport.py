@@ -53,11 +53,9 @@ from ._limits import DEFAULT_MAX_RESPONSE_BYTES
 from .exceptions import ResponseTooLargeError
 
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES",
     "MEASURED_WITH_HTTPX2",
     "KeepAliveTransport",
     "MalformedResponseError",
-    "ResponseTooLargeError",
     "SocketOption",
     "TooLarge",
 ]

@@ -185,6 +185,19 @@ async def test_injected_failures_use_the_api_bodies_and_record_requests():
     assert first.headers["x-typesafe-request-id"] != fourth.headers["x-typesafe-request-id"]
 
 
+async def test_each_fail_call_carries_its_own_request_id_unless_the_test_gives_one():
+    async with FakeJevServer() as server:
+        server.fail(503, times=2)  # one fault, one id: the differential test sends it to two SDKs
+        server.fail(503)
+        server.fail(503, headers={"x-typesafe-request-id": "req_given"})
+        body = {"model": "jev-latest", "state": "x", "questions": QUESTIONS}
+        answers = [await _post(server, body) for _ in range(4)]
+    ids = [r.headers["x-typesafe-request-id"] for r in answers]
+    assert all(rid.startswith("req_fake_") for rid in ids[:3])
+    assert ids[0] == ids[1] != ids[2]
+    assert ids[3] == "req_given"
+
+
 async def test_a_broken_answer_function_is_a_500():
     async with FakeJevServer(lambda s, q: {"department": "not-a-label"}) as server:
         response = await _post(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from jevrefine._transport import KeepAliveTransport
 from jevrefine.jev import JudgeClient
-from jevrefine.jev._transport import KeepAliveTransport
 
 
 def transport_of(client: JudgeClient) -> object:

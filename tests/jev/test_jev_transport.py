@@ -7,7 +7,7 @@ import httpx2
 import pytest
 from anyio.abc import SocketStream
 
-from jevrefine.jev._transport import KeepAliveTransport
+from jevrefine._transport import KeepAliveTransport
 from jevrefine.testing import HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
 
 

@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 
 import jevrefine as jr
+from jevrefine._transport import KeepAliveTransport
 from jevrefine.advisors.memory import MessageChatMemoryAdvisor
 from jevrefine.advisors.self_refine import JudgeErrorPolicy, SelfRefineAdvisor
 from jevrefine.jev import JudgeClient, Noul, RetryPolicy
-from jevrefine.jev._transport import KeepAliveTransport
 from jevrefine.judge import Judge
 from jevrefine.judge.criteria import noul
 from jevrefine.memory import SqliteChatMemory

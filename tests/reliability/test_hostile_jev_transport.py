@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jevrefine import _transport
+from jevrefine._transport import KeepAliveTransport, MalformedResponseError
 from jevrefine.exceptions import ResponseTooLargeError
 from jevrefine.jev import JudgeClient, JudgeError, JudgeResponseError, Noul, RetryPolicy
-from jevrefine.jev._transport import KeepAliveTransport, MalformedResponseError
 
 CAP = 64 * 1024
 EXAMPLES = int(os.environ.get("JEVREFINE_FUZZ_EXAMPLES", "100"))

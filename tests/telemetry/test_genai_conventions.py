@@ -80,6 +80,11 @@ def test_our_names_are_the_released_packages() -> None:
     assert cache_creation == telemetry.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
     assert telemetry.GEN_AI_TOOL_DEFINITIONS == gen_ai.GEN_AI_TOOL_DEFINITIONS
     assert telemetry.GEN_AI_TOOL_TYPE == gen_ai.GEN_AI_TOOL_TYPE
+    assert telemetry.GEN_AI_TOOL_NAME == gen_ai.GEN_AI_TOOL_NAME
+    assert telemetry.GEN_AI_TOOL_DESCRIPTION == gen_ai.GEN_AI_TOOL_DESCRIPTION
+    assert telemetry.GEN_AI_TOOL_CALL_ID == gen_ai.GEN_AI_TOOL_CALL_ID
+    assert telemetry.GEN_AI_TOOL_CALL_ARGUMENTS == gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
+    assert telemetry.GEN_AI_TOOL_CALL_RESULT == gen_ai.GEN_AI_TOOL_CALL_RESULT
     assert telemetry.HTTP_RESPONSE_STATUS_CODE == http_attributes.HTTP_RESPONSE_STATUS_CODE
     assert telemetry.ERROR_TYPE == error_attributes.ERROR_TYPE
     released = telemetry.RELEASED_NAMES

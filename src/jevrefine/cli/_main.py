@@ -29,8 +29,7 @@ from .._version import __version__
 from ..client import ChatClient
 from ..exceptions import JevrefineError
 from ._eval import add_eval_command, eval_command
-from ._providers import CHOICES as PROVIDER_CHOICES
-from ._providers import Provider, open_chat_model, resolve_provider
+from ._providers import Provider, add_provider_flags, open_chat_model, resolve_provider
 from ._run import add_commands as add_batch_commands
 from ._run import run_command as run_batch_command
 
@@ -131,13 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="refine a judged answer, then ask for a typed one")
     demo.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT, help="what to ask")
-    demo.add_argument(
-        "--provider",
-        choices=PROVIDER_CHOICES,
+    add_provider_flags(
+        demo,
         default="auto",
-        help="auto: OpenAI or Anthropic when their API key is set, else the local model",
+        provider_help="auto: OpenAI or Anthropic when their API key is set, else the local model",
+        model_help="model name (or, for local, a GGUF file path)",
     )
-    demo.add_argument("--model", help="model name (or, for local, a GGUF file path)")
     demo.add_argument(
         "--trace",
         action="store_true",

@@ -7,6 +7,7 @@ are written once.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ __all__ = [
     "JEV_KEY_ENV",
     "Provider",
     "ProviderFacts",
+    "add_provider_flags",
     "open_chat_model",
     "resolve_provider",
 ]
@@ -53,6 +55,23 @@ CHOICES: Final = ("auto", "local", *HOSTED)
 
 JEV_KEY_ENV: Final = "TYPESAFE_API_KEY"
 """The environment variable of the Jev judge's API key."""
+
+
+def add_provider_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    prefix: str = "",
+    default: str | None = None,
+    provider_help: str,
+    model_help: str,
+) -> None:
+    """`--{prefix}provider` (one of `CHOICES`) and `--{prefix}model`: which model, from whom.
+
+    `default=None` leaves a flag not given to the config file (the batch commands); the demo,
+    which reads no config, passes `"auto"`.
+    """
+    parser.add_argument(f"--{prefix}provider", choices=CHOICES, default=default, help=provider_help)
+    parser.add_argument(f"--{prefix}model", help=model_help)
 
 
 def resolve_provider(requested: str) -> Provider:

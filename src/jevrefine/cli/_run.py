@@ -58,7 +58,7 @@ from ._io import (
     retried_ids,
 )
 from ._progress import Bar, Tally, console
-from ._providers import CHOICES as PROVIDER_CHOICES
+from ._providers import add_provider_flags
 
 if TYPE_CHECKING:
     from ..client import ChatClientRequest, PromptSpec
@@ -170,12 +170,12 @@ def batch_limits(args: argparse.Namespace) -> contextlib.AbstractContextManager[
 
 
 def _model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--provider",
-        choices=PROVIDER_CHOICES,
-        help="auto (default): OpenAI or Anthropic when their API key is set, else the local model",
+    add_provider_flags(
+        parser,
+        provider_help="auto (default): OpenAI or Anthropic when their API key is set, else the "
+        "local model",
+        model_help="model name (for local, a GGUF path)",
     )
-    parser.add_argument("--model", help="model name (for local, a GGUF path)")
     parser.add_argument("--base-url", help="an OpenAI- or Anthropic-compatible server")
     parser.add_argument("--system", help="system message for every prompt")
     parser.add_argument("--temperature", type=float, help="sampling temperature, 0 to 2")
@@ -190,12 +190,12 @@ def _judge_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--judge", choices=["rating", "jev", "model", "none"], help="the judge's kind"
     )
-    parser.add_argument(
-        "--judge-provider",
-        choices=PROVIDER_CHOICES,
-        help="the judging model's provider (default: the answering model is reused)",
+    add_provider_flags(
+        parser,
+        prefix="judge-",
+        provider_help="the judging model's provider (default: the answering model is reused)",
+        model_help="the judge's model",
     )
-    parser.add_argument("--judge-model", help="the judge's model")
     parser.add_argument("--judge-base-url", help="the judge's server")
     parser.add_argument("--success-rating", type=int, help="least passing rating, 1-4")
 

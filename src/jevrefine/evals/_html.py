@@ -279,6 +279,14 @@ def _card(label: str, big: str, sub: str = "", tone: str = "") -> str:
     )
 
 
+def _stat_card(label: str, key: str, value: object, text: str, note: str, tone: str = "") -> str:
+    """A card whose big number is one report value (`text` shown, `key`/`value` for machines).
+
+    `note` is plain text and escaped here, so no card's note can carry markup by mistake.
+    """
+    return _card(label, _number(key, value, text), _esc(note), tone)
+
+
 def _attempts_card(histogram: Mapping[Any, Any], noun: str) -> str:
     """Answers per `noun` (case, item), from an attempts histogram (attempts -> how many)."""
     counts = [(int(k), int(v)) for k, v in histogram.items() if str(k).isdigit()]
@@ -565,15 +573,19 @@ def _eval_cards(data: Mapping[str, Any], cases: int, errors: int, scored: int) -
     lift_tone = "pass" if lo is not None and lo > 0 else "fail" if hi is not None and hi < 0 else ""
     cards = [
         # Quality: the two pass rates, the lift, and the cases that moved either way.
-        _card(
+        _stat_card(
             "Baseline",
-            _number("baseline_pass_rate", base, _pct(base)),
-            _esc(f"{_of(base_n, scored, 'cases')} pass at attempt 1"),
+            "baseline_pass_rate",
+            base,
+            _pct(base),
+            f"{_of(base_n, scored, 'cases')} pass at attempt 1",
         ),
-        _card(
+        _stat_card(
             "Final",
-            _number("final_pass_rate", final, _pct(final)),
-            _esc(f"{_of(final_n, scored, 'cases')} pass as returned"),
+            "final_pass_rate",
+            final,
+            _pct(final),
+            f"{_of(final_n, scored, 'cases')} pass as returned",
             "accent",
         ),
         _card(
@@ -585,23 +597,29 @@ def _eval_cards(data: Mapping[str, Any], cases: int, errors: int, scored: int) -
             + _number("lift_ci95.1", hi, _pts(hi)),
             lift_tone,
         ),
-        _card(
+        _stat_card(
             "Improved",
-            _number("improved", data.get("improved"), _int(improved)),
-            _esc(f"of {scored - base_n:,} cases that failed at attempt 1"),
+            "improved",
+            data.get("improved"),
+            _int(improved),
+            f"of {scored - base_n:,} cases that failed at attempt 1",
             "pass" if improved else "",
         ),
-        _card(
+        _stat_card(
             "Degraded",
-            _number("degraded", data.get("degraded"), _int(degraded)),
-            _esc(f"of {base_n:,} cases that passed at attempt 1"),
+            "degraded",
+            data.get("degraded"),
+            _int(degraded),
+            f"of {base_n:,} cases that passed at attempt 1",
             "warn" if degraded else "",
         ),
         # Risk and cost.
-        _card(
+        _stat_card(
             "Error introduction",
-            _number("error_introduction_rate", eir, _pct(eir)),
-            _esc(f"degraded ÷ passed at attempt 1: {degraded:,} of {base_n:,}"),
+            "error_introduction_rate",
+            eir,
+            _pct(eir),
+            f"degraded ÷ passed at attempt 1: {degraded:,} of {base_n:,}",
             "warn" if degraded else "",
         ),
         _card(
@@ -992,19 +1010,19 @@ def _run_cards(
     rate = passed / len(judged) if judged else None
     totals = {k: sum(_tokens(row, k) for row in rows) for k in ("model_tokens", "judge_tokens")}
     cards = [
-        _card(
-            "Items", _number("items", len(rows), _int(len(rows))), "rows in the output", "accent"
-        ),
+        _stat_card("Items", "items", len(rows), _int(len(rows)), "rows in the output", "accent"),
         _card(
             "Passed",
             _number("pass_rate", rate, _pct(rate)),
             _number("passed", passed, _int(passed)) + _esc(f" of {len(judged):,} judged items"),
             "pass" if judged else "",
         ),
-        _card(
+        _stat_card(
             "Errors",
-            _number("errors", errors, _int(errors)),
-            _esc(f"of {len(rows):,} items"),
+            "errors",
+            errors,
+            _int(errors),
+            f"of {len(rows):,} items",
             "fail" if errors else "",
         ),
         _attempts_card(histogram, "item"),

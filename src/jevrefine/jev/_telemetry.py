@@ -17,19 +17,15 @@ from opentelemetry.trace import SpanKind
 from ..telemetry import (
     ERROR_TYPE,
     GEN_AI_INPUT_MESSAGES,
-    GEN_AI_OPERATION_NAME,
     GEN_AI_OUTPUT_MESSAGES,
-    GEN_AI_PROVIDER_NAME,
-    GEN_AI_REQUEST_MODEL,
     GEN_AI_RESPONSE_ID,
     GEN_AI_RESPONSE_MODEL,
-    GEN_AI_SYSTEM,
     HTTP_RESPONSE_STATUS_CODE,
     INFERENCE_DETAILS_EVENT,
-    SERVER_ADDRESS,
-    SERVER_PORT,
     SYSTEM_ONE,
+    CallRecorder,
     Telemetry,
+    call_attributes,
     emit_log_event,
     error_type_of,
     mark_failed,
@@ -68,7 +64,7 @@ def record_retry(span: Span, retry: int, delay: float, error: BaseException) -> 
     span.add_event(RETRY_EVENT, attributes)
 
 
-class JudgeCallRecorder:
+class JudgeCallRecorder(CallRecorder):
     """Opens the span at `start`, closes it with `finish(response)` or `fail(error)`.
 
     With content capture on, the request body (state and questions; never the headers, so never
@@ -87,17 +83,14 @@ class JudgeCallRecorder:
     ) -> None:
         self._telemetry = telemetry
         self._body = body
-        attributes: dict[str, Any] = {
-            GEN_AI_OPERATION_NAME: SYSTEM_ONE,
-            GEN_AI_PROVIDER_NAME: PROVIDER,
-            GEN_AI_REQUEST_MODEL: model,
-        }
-        if telemetry.legacy_attributes:
-            attributes[GEN_AI_SYSTEM] = PROVIDER
-        if address is not None:
-            attributes[SERVER_ADDRESS] = address
-            if port is not None:
-                attributes[SERVER_PORT] = port
+        attributes = call_attributes(
+            telemetry,
+            operation=SYSTEM_ONE,
+            provider=PROVIDER,
+            request_model=model,
+            address=address,
+            port=port,
+        )
         self._metric_attributes = attributes
         self.span = telemetry.tracer.start_span(
             f"{SYSTEM_ONE} {model}", kind=SpanKind.CLIENT, attributes=attributes

@@ -27,17 +27,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import httpx2
-from opentelemetry import trace
 from pydantic_core import from_json, to_json
 
 from .. import _validate as check
 from .._closing import AsyncClosing
 from .._headers import redact, redact_error
+from .._transport import KeepAliveTransport, MalformedResponseError
 from .._version import __version__
 from ..exceptions import ResponseTooLargeError
 from ..telemetry import InstrumentationSettings, Telemetry, joined_span
 from ._telemetry import JudgeCallRecorder, record_retry
-from ._transport import KeepAliveTransport, MalformedResponseError
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
     JudgeConnectionError,
@@ -318,17 +317,8 @@ class JudgeClient(AsyncClosing):
         recorder = JudgeCallRecorder(
             self._telemetry, model_name, self._address, self._port, content
         )
-        try:
-            with trace.use_span(
-                recorder.span,
-                end_on_exit=False,
-                record_exception=False,
-                set_status_on_exception=False,
-            ):
-                response = await self._send_system_one(content, wire, timeout, recorder.span)
-        except BaseException as exc:
-            recorder.fail(exc)
-            raise
+        with recorder:
+            response = await self._send_system_one(content, wire, timeout, recorder.span)
         recorder.finish(response)
         return response
 

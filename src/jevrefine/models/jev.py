@@ -45,6 +45,7 @@ from typing import Any, ClassVar, Final
 
 from .. import _validate as check
 from ..exceptions import UserError
+from ..jev._telemetry import PROVIDER  # a JevChatModel's call is its JudgeClient's: one name
 from ..jev.client import DEFAULT_MODEL
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Choice, Noul, Question, Score, State, questions_to_wire
@@ -81,8 +82,6 @@ __all__ = [
     "StateConverter",
 ]
 
-PROVIDER: Final = "typesafe"
-"""The `gen_ai.provider.name` of a `JevChatModel`."""
 RESPONSE_METADATA_KEY: Final = "jev_response"
 """The `Generation.metadata` key holding the whole `SystemOneResponse`."""
 SYSTEM_FIELD: Final = "system"

@@ -17,9 +17,15 @@ wrapper that records model calls), `_calls` (one call's span and metrics, error 
 from __future__ import annotations
 
 from ._calls import (
+    CallRecorder as CallRecorder,
+)
+from ._calls import (
     ModelCallRecorder,
     error_type_of,
     same_call,
+)
+from ._calls import (
+    call_attributes as call_attributes,
 )
 from ._calls import (
     clear_last_call as clear_last_call,
@@ -90,7 +96,19 @@ from ._names import (
     GEN_AI_TOKEN_TYPE as GEN_AI_TOKEN_TYPE,
 )
 from ._names import (
+    GEN_AI_TOOL_CALL_ARGUMENTS as GEN_AI_TOOL_CALL_ARGUMENTS,
+)
+from ._names import (
+    GEN_AI_TOOL_CALL_ID as GEN_AI_TOOL_CALL_ID,
+)
+from ._names import (
+    GEN_AI_TOOL_CALL_RESULT as GEN_AI_TOOL_CALL_RESULT,
+)
+from ._names import (
     GEN_AI_TOOL_DEFINITIONS as GEN_AI_TOOL_DEFINITIONS,
+)
+from ._names import (
+    GEN_AI_TOOL_DESCRIPTION as GEN_AI_TOOL_DESCRIPTION,
 )
 from ._names import (
     GEN_AI_TOOL_NAME as GEN_AI_TOOL_NAME,

@@ -6,8 +6,9 @@ import contextlib
 import json
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -55,7 +56,9 @@ if TYPE_CHECKING:
     from ._runtime import Telemetry
 
 __all__ = [
+    "CallRecorder",
     "ModelCallRecorder",
+    "call_attributes",
     "clear_last_call",
     "error_type_of",
     "joined_span",
@@ -119,6 +122,64 @@ def usage_attributes(usage: Usage) -> dict[str, int]:
     return attributes
 
 
+def call_attributes(
+    telemetry: Telemetry,
+    *,
+    operation: str,
+    provider: str,
+    request_model: str,
+    address: str | None,
+    port: int | None,
+) -> dict[str, Any]:
+    """The attributes a call's span and every metric of it share: what, whose, which model, where.
+
+    `gen_ai.system` joins them when the settings keep the legacy names; the port only comes with
+    an address, as a port alone names no server.
+    """
+    attributes: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: operation,
+        GEN_AI_PROVIDER_NAME: provider,
+        GEN_AI_REQUEST_MODEL: request_model,
+    }
+    if telemetry.legacy_attributes:
+        attributes[GEN_AI_SYSTEM] = provider
+    if address is not None:
+        attributes[SERVER_ADDRESS] = address
+        if port is not None:
+            attributes[SERVER_PORT] = port
+    return attributes
+
+
+class CallRecorder:
+    """What a call's recorder shares (`ModelCallRecorder`, the Jev client's `JudgeCallRecorder`).
+
+    `with recorder:` makes the call's span the current one inside the block; an exception that
+    leaves the block is recorded with `fail` (which ends the span) and propagates unchanged. On
+    success the span stays open: the caller ends it with `finish(...)`, which needs what the
+    block produced.
+    """
+
+    __slots__ = ("_token",)
+
+    span: trace.Span
+    """The call's span, open until the recorder finishes or fails."""
+
+    def fail(self, exc: BaseException, /) -> None:
+        """Record the failure and end the span."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        # What `trace.use_span(span, record_exception=False, set_status_on_exception=False)`
+        # does, without its generator: this runs on every recorded call (`bench_telemetry`).
+        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        otel_context.detach(self._token)
+        if exc is not None:
+            self.fail(exc)
+
+
 # -- one call, one span -----------------------------------------------------------------------
 
 _joined: ContextVar[trace.Span | None] = ContextVar("jevrefine_joined_span", default=None)
@@ -169,7 +230,7 @@ def _legacy_finish_reason(reason: str) -> str:
     return reason.upper()
 
 
-class ModelCallRecorder:
+class ModelCallRecorder(CallRecorder):
     """Records one model call as a `chat {model}` CLIENT span plus duration and token metrics.
 
     Used by `InstrumentedModel` for every `ChatModel`, for `call` and `stream` alike: build it,
@@ -203,20 +264,14 @@ class ModelCallRecorder:
         self.prompt = prompt
         options = prompt.options
         request_model = options.model or model.model_name
-        provider = model.provider
-        metric_attributes: dict[str, Any] = {
-            GEN_AI_OPERATION_NAME: CHAT,
-            GEN_AI_PROVIDER_NAME: provider,
-            GEN_AI_REQUEST_MODEL: request_model,
-        }
-        if telemetry.legacy_attributes:
-            metric_attributes[GEN_AI_SYSTEM] = provider
-        address = model.server_address
-        if address is not None:
-            metric_attributes[SERVER_ADDRESS] = address
-            port = model.server_port
-            if port is not None:
-                metric_attributes[SERVER_PORT] = port
+        metric_attributes = call_attributes(
+            telemetry,
+            operation=CHAT,
+            provider=model.provider,
+            request_model=request_model,
+            address=model.server_address,
+            port=model.server_port,
+        )
         attributes = dict(metric_attributes)
         if options.temperature is not None:
             attributes[GEN_AI_REQUEST_TEMPERATURE] = options.temperature

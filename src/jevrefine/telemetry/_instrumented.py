@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
-
 from ..context_keys import CONVERSATION_ID
 from ..exceptions import StreamingNotSupportedError, UserError
 from ..messages import ChatResponse, concat_chunks
@@ -141,14 +139,8 @@ class InstrumentedModel(ChatModel):
         recorder = ModelCallRecorder(
             self.telemetry, self.wrapped, prompt, conversation_id=conversation_id, parent=parent
         )
-        try:
-            with trace.use_span(
-                recorder.span, record_exception=False, set_status_on_exception=False
-            ):
-                response = check_response(self.wrapped, await self.wrapped.call(prompt))
-        except BaseException as exc:
-            recorder.fail(exc)
-            raise
+        with recorder:
+            response = check_response(self.wrapped, await self.wrapped.call(prompt))
         recorder.finish(response)
         return response
 

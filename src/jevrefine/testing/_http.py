@@ -28,7 +28,6 @@ from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
-    from types import TracebackType
 
 __all__ = [
     "HTTPRequest",
@@ -209,24 +208,16 @@ class LoopbackHTTPServer:
         self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    # The exception, if any, is not looked at (it propagates): `*exc_info`, as typeshed's
+    # `contextlib.closing` has it.
+    async def __aexit__(self, *exc_info: object) -> None:
         self.stop()
 
     def __enter__(self) -> Self:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- faults ----------------------------------------------------------------------------
@@ -238,8 +229,12 @@ class LoopbackHTTPServer:
         headers: Mapping[str, str] | None = None,
         times: int = 1,
     ) -> None:
-        """Answer the next `times` requests with `status` (and `body`: JSON value, str or bytes)."""
-        self._queue(_Fault("fail", times, status=status, body=body, headers=dict(headers or {})))
+        """Answer the next `times` requests with `status` (and `body`: JSON value, str or bytes).
+
+        Without `body`, the API's error body (`error_body`); `headers` go over `error_headers`.
+        """
+        merged = {**self.error_headers(status), **(headers or {})}
+        self._queue(_Fault("fail", times, status=status, body=body, headers=merged))
 
     def drop_connections(self, times: int = 1) -> None:
         """Close the connection without answering, for the next `times` requests."""
@@ -353,6 +348,14 @@ class LoopbackHTTPServer:
     def error_body(self, status: int, body: Any) -> Any:
         """The body of an injected failure when the test gave none; subclasses use their API's."""
         return {"error": {"message": HTTPStatus(status).phrase, "code": status}}
+
+    def error_headers(self, status: int) -> dict[str, str]:
+        """Headers every injected failure carries (none here; e.g. an API's request id).
+
+        Built once per `fail` call, so its `times` answers share them; the headers given to
+        `fail` go over them.
+        """
+        return {}
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

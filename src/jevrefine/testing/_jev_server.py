@@ -130,20 +130,9 @@ class FakeJevServer(LoopbackHTTPServer):
     def _request_id(self) -> str:
         return f"req_fake_{next(self._ids):08d}"
 
-    def fail(
-        self,
-        status: int,
-        body: Any = None,
-        headers: Mapping[str, str] | None = None,
-        times: int = 1,
-    ) -> None:
-        """Answer the next `times` requests with `status`, the API's error body and a request id.
-
-        `body` (a JSON value, str or bytes) replaces the API's error body for that status;
-        `headers` are added (e.g. `{"retry-after": "2"}`).
-        """
-        merged = {"x-typesafe-request-id": self._request_id(), **(headers or {})}
-        super().fail(status, body, merged, times)
+    def error_headers(self, status: int) -> dict[str, str]:
+        """A request id per `fail` call (shared by its `times` answers), as the API sends one."""
+        return {"x-typesafe-request-id": self._request_id()}
 
     def error_body(self, status: int, body: Any) -> Any:
         """The API's error body for an injected status."""

@@ -13,14 +13,25 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ..messages import ToolCall, ToolResponse
-from ..telemetry import ERROR_TYPE, GEN_AI_OPERATION_NAME, Telemetry, error_type_of
+from ..telemetry import (
+    ERROR_TYPE,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_DESCRIPTION,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
+    Telemetry,
+    error_type_of,
+)
 from ._callback import ToolCallback
 from ._errors import ToolError, ToolTimeoutError, TooManyToolCallsError, UnknownToolError
 
@@ -30,13 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["ToolOutcome", "execute_tool_calls"]
 
 logger = logging.getLogger("jevrefine.tools")
-
-GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
-GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
-GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
-GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
-GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
-GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 
 
 @dataclass(frozen=True, slots=True)
