@@ -101,8 +101,8 @@ def lean_http_client(
     if base_url.scheme not in ("http", "https") or not base_url.host or proxy_applies(base_url):
         return bounded_http_client(factory, max_response_bytes, error=error)
 
-    def too_large(request: httpx2.Request, limit: int, declared: int | None) -> Exception:
-        return _too_large(error, limit, request.url.host, declared)
+    def too_large(host: str, limit: int, declared: int | None) -> Exception:
+        return _too_large(error, limit, host, declared)
 
     lean = KeepAliveTransport(
         max_connections=max_connections,
