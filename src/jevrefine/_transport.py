@@ -100,6 +100,9 @@ _TCHAR: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJK
 _CONTROL: Final = bytes(range(32)) + b"\x7f"
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
 _NO_LIMIT: Final = float("inf")
+_FITS_SEND_BUFFER: Final = 16 * 1024
+"""A request this small goes into an idle connection's kernel send buffer (16 KiB at least on
+Linux, macOS and Windows) at once, on any backend: its send cannot block, so cannot time out."""
 
 MEASURED_WITH_HTTPX2: Final = ((2, 16), (2, 17))
 """The httpx2 versions (from, up to but not including) this transport was benchmarked with:
@@ -210,9 +213,16 @@ def _seconds(timeouts: Mapping[str, float | None], phase: str) -> float:
 def _check_fields(headers: Sequence[tuple[bytes, bytes]]) -> None:
     # httpx checks header values as it builds a Request; the raw path has none to do it, and a
     # CR or LF in a value (a key read from a file with its newline) would split the request.
-    for name, value in headers:
-        if not _is_token(name) or _has_control(value.replace(b"\t", b"")):
-            raise httpx2.LocalProtocolError(f"illegal header line {name[:64]!r}")
+    # All names, then all values, in one pass each: the common case is that all are fine.
+    names = b"".join(name for name, _ in headers)
+    values = b"".join(value for _, value in headers).replace(b"\t", b"")
+    if names.translate(None, _TCHAR) or _has_control(values) or not all(n for n, _ in headers):
+        bad = next(
+            name
+            for name, value in headers
+            if not _is_token(name) or _has_control(value.replace(b"\t", b""))
+        )
+        raise httpx2.LocalProtocolError(f"illegal header line {bad[:64]!r}")
 
 
 class KeepAliveTransport(httpx2.AsyncBaseTransport):
@@ -412,23 +422,29 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         reused: bool,
     ) -> RawResponse:
         done = False
-        writing = True
+        per_read = self._per_read_timeout
+        # One cancel scope for the whole exchange, its deadline moved from phase to phase: a
+        # scope, and each timer it sets, cost more than the rest of a small request's work. A
+        # request that cannot block on its send needs no write deadline (and no second timer):
+        # its scope starts on the read's clock.
+        writing = len(payload) > _FITS_SEND_BUFFER
+        now = anyio.current_time()
+        read_clock = _NO_LIMIT if per_read else now + read
+        deadline = now + write if writing else read_clock
+        connection.receive_timeout = read if per_read else _NO_LIMIT
         try:
-            # One cancel scope for the whole exchange, its deadline moved from phase to phase:
-            # a scope costs more than the rest of a small request's bookkeeping.
-            with anyio.CancelScope(deadline=anyio.current_time() + write) as scope:
+            with anyio.CancelScope(deadline=deadline) as scope:
                 try:
                     await connection.stream.send(payload)
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                     if reused:
                         raise _StaleConnection(str(exc)) from None
                     raise httpx2.WriteError(f"{type(exc).__name__}: {exc}") from None
+                if writing:  # the write's deadline is over; the read's begins
+                    scope.deadline = _NO_LIMIT if per_read else anyio.current_time() + read
+                if per_read:
+                    connection.scope = scope  # each receive sets its own deadline on it
                 writing = False
-                if self._per_read_timeout:
-                    connection.receive_timeout, connection.scope = read, scope
-                else:
-                    connection.receive_timeout = _NO_LIMIT
-                    scope.deadline = anyio.current_time() + read
                 try:
                     response, keep_alive = await self._read_response(
                         connection, key[1], method, reused

@@ -250,6 +250,20 @@ def _count_sent(client: Any, counter: Counter[int]) -> None:
     client.event_hooks["request"].append(hook)
 
 
+def _count_exchanges(core: Any, counter: Counter[int]) -> None:
+    """`_count_sent` for a JudgeClient on the raw core (no httpx client, no hooks): counted as
+    the exchange begins, before a connection is taken, as the hook counts."""
+    exchange = core.exchange
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        match = _BODY_KEY.search(args[6])  # the body
+        if match is not None:
+            counter[int(match.group(1))] += 1
+        return await exchange(*args, **kwargs)
+
+    core.exchange = counting
+
+
 @contextlib.contextmanager
 def _servers(mode: str, rate: float) -> Iterator[tuple[dict[str, int], dict[str, ProxyLog]]]:
     """The fakes and their proxies in a process of their own: (ports, logs filled at exit)."""
@@ -303,7 +317,7 @@ async def _rig(total: int, mode: str = "faults", rate: float = RATE) -> AsyncIte
         rig = Rig((clients[0], clients[1]), model, judge_client, logs)
         rig.sent = {"model": Counter(), "judge": Counter()}
         _count_sent(model.client._client, rig.sent["model"])  # the SDK's httpx client
-        _count_sent(judge_client._http, rig.sent["judge"])
+        _count_exchanges(judge_client._core, rig.sent["judge"])
         try:
             yield rig
         finally:

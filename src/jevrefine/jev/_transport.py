@@ -11,6 +11,7 @@ from .._transport import (
     MEASURED_WITH_HTTPX2,
     KeepAliveTransport,
     MalformedResponseError,
+    RawResponse,
     ResponseTooLargeError,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "MEASURED_WITH_HTTPX2",
     "KeepAliveTransport",
     "MalformedResponseError",
+    "RawResponse",
     "ResponseTooLargeError",
 ]
