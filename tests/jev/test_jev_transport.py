@@ -58,8 +58,8 @@ def client(port: int, **kwargs) -> httpx2.AsyncClient:
     )
 
 
-async def test_one_write_per_request_and_connection_reuse():
-    heads: list[bytes] = []
+def answering(reply: bytes, heads: list[bytes]) -> Callable:
+    """A handler that answers every request on a connection with `reply`, keeping the heads."""
 
     async def handler(stream, number):
         while True:
@@ -67,7 +67,14 @@ async def test_one_write_per_request_and_connection_reuse():
                 heads.append(await read_request(stream))
             except anyio.EndOfStream:
                 return
-            await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await stream.send(reply)
+
+    return handler
+
+
+async def test_one_write_per_request_and_connection_reuse():
+    heads: list[bytes] = []
+    handler = answering(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", heads)
 
     async with RawServer(handler) as server, client(server.port) as http:
         for _ in range(3):
@@ -221,17 +228,8 @@ async def test_max_connections_bounds_open_connections():
 
 async def test_exchange_sends_the_head_as_given_and_returns_status_headers_and_body():
     heads: list[bytes] = []
-
-    async def handler(stream, number):
-        while True:
-            try:
-                heads.append(await read_request(stream))
-            except anyio.EndOfStream:
-                return
-            await stream.send(
-                b"HTTP/1.1 201 Created\r\nX-Request-Id: abc\r\ncontent-length: 4\r\n\r\nbody"
-            )
-
+    reply = b"HTTP/1.1 201 Created\r\nX-Request-Id: abc\r\ncontent-length: 4\r\n\r\nbody"
+    handler = answering(reply, heads)
     transport = KeepAliveTransport()
     async with RawServer(handler) as server:
         fields = [(b"Host", b"127.0.0.1"), (b"content-length", b"2")]
