@@ -66,6 +66,7 @@ from .exceptions import ResponseTooLargeError
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "MEASURED_WITH_HTTPX2",
+    "HeaderLines",
     "KeepAliveTransport",
     "MalformedResponseError",
     "RawResponse",
@@ -225,6 +226,25 @@ def _check_fields(headers: Sequence[tuple[bytes, bytes]]) -> None:
         raise httpx2.LocalProtocolError(f"illegal header line {bad[:64]!r}")
 
 
+class HeaderLines:
+    """Header lines checked and encoded once, for every request of a client (`fixed=`).
+
+    A dozen SDK headers cost more to check and format on each call than to send.
+
+    Raises:
+        httpx2.LocalProtocolError: a name that is no token, or a value with a control byte.
+    """
+
+    __slots__ = ("encoded", "fields")
+
+    def __init__(self, fields: Sequence[tuple[bytes, bytes]]) -> None:
+        _check_fields(fields)
+        self.fields = tuple(fields)
+        """The (name, value) pairs, in order."""
+        self.encoded = b"".join(b"%s: %s\r\n" % field for field in self.fields)
+        """The lines as sent, each ending in CRLF."""
+
+
 class KeepAliveTransport(httpx2.AsyncBaseTransport):
     """HTTP/1.1 with a per-host stack of idle keep-alive connections.
 
@@ -319,6 +339,7 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         write: float = _NO_LIMIT,
         read: float = _NO_LIMIT,
         pool: float = _NO_LIMIT,
+        fixed: HeaderLines | None = None,
     ) -> RawResponse:
         """Send one request and read its whole response: the raw core, no httpx objects.
 
@@ -336,6 +357,8 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
             write: seconds to send the request.
             read: seconds for the whole response, or for each receive with `per_read_timeout`.
             pool: seconds to wait for a free connection.
+            fixed: header lines checked and encoded once, sent before `headers` (a client's
+                constant ones: auth, user agent, ...).
 
         Raises:
             httpx2.TransportError: httpx's own types, without a `request`: `ConnectTimeout`,
@@ -351,6 +374,8 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         _check_fields(headers)
         key = (scheme, host, port or (443 if scheme == "https" else 80))
         head = [b"%s %s HTTP/1.1\r\n" % (method.encode("ascii"), target)]
+        if fixed is not None:
+            head.append(fixed.encoded)
         head.extend(b"%s: %s\r\n" % field for field in headers)
         head.append(b"\r\n")
         head.append(body)

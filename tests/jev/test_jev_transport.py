@@ -7,7 +7,7 @@ import httpx2
 import pytest
 from anyio.abc import SocketStream
 
-from jevrefine.jev._transport import KeepAliveTransport
+from jevrefine.jev._transport import HeaderLines, KeepAliveTransport
 from jevrefine.testing import HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
 
 
@@ -273,6 +273,23 @@ async def test_exchange_refuses_a_header_line_that_would_split_the_request(field
         await transport.aclose()
     assert sent == []
     assert server.connections == 0  # refused before connecting
+    with pytest.raises(httpx2.LocalProtocolError):
+        HeaderLines([(b"Host", b"h"), field])  # the once-checked lines of a client too
+
+
+async def test_fixed_header_lines_go_first_then_the_calls_own():
+    heads: list[bytes] = []
+    handler = answering(b"HTTP/1.1 204 No Content\r\n\r\n", heads)
+    fixed = HeaderLines([(b"Host", b"h"), (b"authorization", b"Bearer k")])
+    assert fixed.encoded == b"Host: h\r\nauthorization: Bearer k\r\n"
+    transport = KeepAliveTransport()
+    async with RawServer(handler) as server:
+        raw = await transport.exchange(
+            "GET", "http", "127.0.0.1", server.port, b"/", [(b"x-n", b"1")], b"", fixed=fixed
+        )
+        await transport.aclose()
+    assert (raw.status_code, raw.content) == (204, b"")
+    assert heads == [b"GET / HTTP/1.1\r\nHost: h\r\nauthorization: Bearer k\r\nx-n: 1"]
 
 
 async def test_exchange_timeouts_name_their_phase_and_the_connection_is_not_pooled():

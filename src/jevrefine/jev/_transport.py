@@ -9,6 +9,7 @@ from __future__ import annotations
 from .._transport import (
     DEFAULT_MAX_RESPONSE_BYTES,
     MEASURED_WITH_HTTPX2,
+    HeaderLines,
     KeepAliveTransport,
     MalformedResponseError,
     RawResponse,
@@ -18,6 +19,7 @@ from .._transport import (
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "MEASURED_WITH_HTTPX2",
+    "HeaderLines",
     "KeepAliveTransport",
     "MalformedResponseError",
     "RawResponse",

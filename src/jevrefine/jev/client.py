@@ -37,7 +37,7 @@ from .._version import __version__
 from ..exceptions import ResponseTooLargeError
 from ..telemetry import InstrumentationSettings, Telemetry, joined_span
 from ._telemetry import JudgeCallRecorder, record_retry
-from ._transport import KeepAliveTransport, MalformedResponseError, RawResponse
+from ._transport import HeaderLines, KeepAliveTransport, MalformedResponseError, RawResponse
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
     JudgeConnectionError,
@@ -278,10 +278,10 @@ class JudgeClient(AsyncClosing):
             # The header lines httpx would send, less `accept-encoding`: the answer comes back
             # as sent, with no decoder to run (one that is encoded anyway is still decoded).
             host = httpx2.Request("GET", self._system_one_url).headers["host"]
-            self._fields = [(b"host", host.encode("ascii"))] + [
-                (name.encode("ascii"), value.encode("ascii"))
-                for name, value in self._headers.items()
-            ]
+            self._fields = HeaderLines(
+                [(b"host", host.encode("ascii"))]
+                + [(k.encode("ascii"), v.encode("ascii")) for k, v in self._headers.items()]
+            )
         else:
             self._http = pool
         self._telemetry = Telemetry(
@@ -607,11 +607,11 @@ class JudgeClient(AsyncClosing):
     ) -> RawResponse:
         """One request on the raw core; its errors are httpx's, as on the httpx path."""
         route = self._routes[url]
-        fields = self._fields
+        fields: list[tuple[bytes, bytes]] = []
         if headers is not self._headers:  # a retry: the retry count header on top
-            fields = [*fields, (RETRY_COUNT_HEADER.encode(), headers[RETRY_COUNT_HEADER].encode())]
+            fields.append((RETRY_COUNT_HEADER.encode(), headers[RETRY_COUNT_HEADER].encode()))
         if content is not None:
-            fields = [*fields, (b"content-length", b"%d" % len(content))]
+            fields.append((b"content-length", b"%d" % len(content)))
         response = await core.exchange(
             method,
             route.scheme,
@@ -623,6 +623,7 @@ class JudgeClient(AsyncClosing):
             connect=timeout,
             write=timeout,
             read=timeout,
+            fixed=self._fields,
         )
         if response.header(b"content-encoding") is not None:
             # Not asked for, but sent anyway: decoded as httpx would, the same bytes either way.

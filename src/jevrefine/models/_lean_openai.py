@@ -40,7 +40,7 @@ from openai._base_client import get_platform
 from openai._models import FinalRequestOptions
 
 from .. import rate_limit
-from .._transport import KeepAliveTransport, RawResponse
+from .._transport import HeaderLines, KeepAliveTransport, RawResponse
 
 __all__ = ["MEASURED_WITH_OPENAI", "LeanPost", "eligible"]
 
@@ -90,7 +90,7 @@ class LeanPost:
         self._timeouts = tuple(float("inf") if t is None else float(t) for t in phases)
         # The options `post` would build, for the SDK helpers that take them (headers, backoff).
         self._options = FinalRequestOptions.construct(method="post", url=path, json_data=None)
-        self._fields: dict[int, list[tuple[bytes, bytes]]] = {}
+        self._fields: dict[int, HeaderLines] = {}
 
     async def post(self, body: dict[str, Any]) -> RawResponse | httpx2.Response:
         """The 2xx answer to `body`, after the SDK's retries; else the SDK's error.
@@ -118,12 +118,13 @@ class LeanPost:
                     url.host,
                     url.port,
                     url.raw_path,
-                    [*fields, (b"content-length", b"%d" % len(payload))],
+                    [(b"content-length", b"%d" % len(payload))],
                     payload,
                     connect=connect,
                     write=write,
                     read=read,
                     pool=pool,
+                    fixed=fields,
                 )
                 if raw.header(b"content-encoding") is not None:
                     # Sent although not asked for: decoded as httpx would (a failure to decode
@@ -155,7 +156,7 @@ class LeanPost:
             raise sdk._make_status_error_from_response(response) from None
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
-    async def _fields_for(self, retries_taken: int) -> list[tuple[bytes, bytes]]:
+    async def _fields_for(self, retries_taken: int) -> HeaderLines:
         """The header lines of attempt `retries_taken`, as the SDK builds them, plus `Host`."""
         sdk: Any = self._client
         if sdk._platform is None:
@@ -164,7 +165,7 @@ class LeanPost:
         headers = sdk._build_headers(self._options, retries_taken=retries_taken)
         # httpx would add `Host` (and `accept-encoding`, left out: answers come back as sent).
         host = httpx2.Request("POST", self._url).headers["host"].encode("ascii")
-        fields = [(b"Host", host), *headers.raw]
+        fields = HeaderLines([(b"Host", host), *headers.raw])
         self._fields[retries_taken] = fields
         return fields
 
