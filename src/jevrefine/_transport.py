@@ -171,7 +171,7 @@ class RawResponse:
 
 
 class _Connection:
-    __slots__ = ("buffer", "idle_since", "raw", "receive_timeout", "scope", "stream")
+    __slots__ = ("buffer", "idle_since", "raw", "receive_timeout", "scope", "stream", "until")
 
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self.stream = stream
@@ -185,12 +185,14 @@ class _Connection:
         is bounded instead."""
         self.scope: anyio.CancelScope | None = None
         """The exchange's one cancel scope, whose deadline each receive moves (per-read)."""
+        self.until = _NO_LIMIT
+        """The exchange's `deadline`: no receive waits past it."""
 
     async def read_more(self, at_most: int) -> bool:
         """Append up to `at_most` bytes (and never more than 64 KiB) to the buffer."""
         if self.receive_timeout != _NO_LIMIT and self.scope is not None:
             # Moving the deadline of the one scope is cheaper than a scope per receive.
-            self.scope.deadline = anyio.current_time() + self.receive_timeout
+            self.scope.deadline = min(anyio.current_time() + self.receive_timeout, self.until)
         try:
             chunk = await self.stream.receive(min(at_most, _READ_SIZE))
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -340,6 +342,7 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         read: float = _NO_LIMIT,
         pool: float = _NO_LIMIT,
         fixed: HeaderLines | None = None,
+        deadline: float = _NO_LIMIT,
     ) -> RawResponse:
         """Send one request and read its whole response: the raw core, no httpx objects.
 
@@ -359,6 +362,9 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
             pool: seconds to wait for a free connection.
             fixed: header lines checked and encoded once, sent before `headers` (a client's
                 constant ones: auth, user agent, ...).
+            deadline: an `anyio.current_time()` past which no phase waits: the phase waiting
+                then raises its own timeout. A caller's bound on the whole exchange, without a
+                cancel scope of its own around it (one more scope per call).
 
         Raises:
             httpx2.TransportError: httpx's own types, without a `request`: `ConnectTimeout`,
@@ -383,20 +389,21 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         slots = self._slots
         if slots is None:
             slots = self._slots = anyio.Semaphore(self._max_connections)
-        await _acquire(slots, pool)
+        await _acquire(slots, min(anyio.current_time() + pool, deadline))
+        phases = (write, read, deadline)
         try:
             connection = await self._take_idle(key)
             if connection is not None:
                 try:
-                    return await self._exchange(connection, key, payload, method, write, read, True)
+                    return await self._exchange(connection, key, payload, method, phases, True)
                 except _StaleConnection as exc:
                     if not self._retry_stale:
                         # The caller retries (or not) by its own policy: the server may have
                         # read the request before it closed.
                         raise httpx2.RemoteProtocolError(str(exc)) from None
-            connection = await self._connect(key, connect)
+            connection = await self._connect(key, min(anyio.current_time() + connect, deadline))
             try:
-                return await self._exchange(connection, key, payload, method, write, read, False)
+                return await self._exchange(connection, key, payload, method, phases, False)
             except _StaleConnection as exc:  # pragma: no cover - only raised for reused ones
                 raise httpx2.RemoteProtocolError(str(exc)) from None
         finally:
@@ -415,10 +422,10 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
             await connection.close()  # expired, closed by the server, or holding stray bytes
         return None
 
-    async def _connect(self, key: tuple[str, str, int], timeout: float) -> _Connection:  # noqa: ASYNC109 - a per-phase setting
+    async def _connect(self, key: tuple[str, str, int], until: float) -> _Connection:
         scheme, host, port = key
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_at(until):
                 if scheme == "https":
                     context = self._ssl_context or httpx2.create_ssl_context()
                     self._ssl_context = context
@@ -442,10 +449,11 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         key: tuple[str, str, int],
         payload: bytes,
         method: str,
-        write: float,
-        read: float,
+        phases: tuple[float, float, float],
         reused: bool,
     ) -> RawResponse:
+        """Write, then read, within (write seconds, read seconds, the caller's deadline)."""
+        write, read, until = phases
         done = False
         per_read = self._per_read_timeout
         # One cancel scope for the whole exchange, its deadline moved from phase to phase: a
@@ -454,9 +462,10 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         # its scope starts on the read's clock.
         writing = len(payload) > _FITS_SEND_BUFFER
         now = anyio.current_time()
-        read_clock = _NO_LIMIT if per_read else now + read
-        deadline = now + write if writing else read_clock
+        read_clock = until if per_read else min(now + read, until)
+        deadline = min(now + write, until) if writing else read_clock
         connection.receive_timeout = read if per_read else _NO_LIMIT
+        connection.until = until
         try:
             with anyio.CancelScope(deadline=deadline) as scope:
                 try:
@@ -466,7 +475,8 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
                         raise _StaleConnection(str(exc)) from None
                     raise httpx2.WriteError(f"{type(exc).__name__}: {exc}") from None
                 if writing:  # the write's deadline is over; the read's begins
-                    scope.deadline = _NO_LIMIT if per_read else anyio.current_time() + read
+                    later = anyio.current_time() + read
+                    scope.deadline = until if per_read else min(later, until)
                 if per_read:
                     connection.scope = scope  # each receive sets its own deadline on it
                 writing = False
@@ -523,8 +533,8 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
                 await connection.close()
 
 
-async def _acquire(slots: anyio.Semaphore, timeout: float) -> None:  # noqa: ASYNC109 - per phase
-    """Take a connection slot, waiting at most `timeout` seconds for one."""
+async def _acquire(slots: anyio.Semaphore, until: float) -> None:
+    """Take a connection slot, waiting until `until` (an `anyio.current_time()`) at most."""
     try:
         # No checkpoint when a slot is free: `acquire()` yields to the event loop even then,
         # one more loop iteration per request.
@@ -533,7 +543,7 @@ async def _acquire(slots: anyio.Semaphore, timeout: float) -> None:  # noqa: ASY
     except anyio.WouldBlock:
         pass
     try:
-        with anyio.fail_after(timeout):
+        with anyio.fail_at(until):
             await slots.acquire()
     except TimeoutError:
         # httpx's own name for it, so callers map it like every other transport timeout.

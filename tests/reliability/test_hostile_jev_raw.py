@@ -18,7 +18,14 @@ import pytest
 from _hostile_jev import HostileServer, Writer, response
 
 from jevrefine._version import __version__
-from jevrefine.jev import JudgeClient, JudgeResponseError, JudgeServerError, Noul, RetryPolicy
+from jevrefine.jev import (
+    JudgeClient,
+    JudgeResponseError,
+    JudgeServerError,
+    JudgeTimeoutError,
+    Noul,
+    RetryPolicy,
+)
 
 KEY = "ts-secret-key-0123456789"
 OK_BODY = (
@@ -121,3 +128,33 @@ async def test_an_echoed_key_in_an_error_body_is_blanked_out() -> None:
             await client.system_one("s", QUESTIONS)
     assert KEY not in str(caught.value)
     assert KEY not in repr(caught.value.body)
+
+
+async def test_the_budget_bounds_the_wait_for_a_concurrency_slot_and_the_read() -> None:
+    """On the raw path no cancel scope surrounds the call: the core bounds each phase by the
+    deadline, and the wait for a `max_concurrency` slot is bounded by it too."""
+
+    async def stall(writer: Writer) -> None:
+        await anyio.sleep(5)
+
+    outcomes: list[BaseException] = []
+
+    async def ask(client: JudgeClient) -> None:
+        try:
+            await client.system_one("s", QUESTIONS)
+        except JudgeTimeoutError as exc:
+            outcomes.append(exc)
+
+    async with (
+        HostileServer(stall) as server,
+        JudgeClient(
+            KEY, base_url=server.base_url, max_concurrency=1, total_timeout=0.5, timeout=3.0
+        ) as client,
+    ):
+        with anyio.fail_after(3):
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask, client)
+                group.start_soon(ask, client)  # waits for the one slot, past the budget
+    assert len(outcomes) == 2
+    assert all("total_timeout=0.5" in str(error) for error in outcomes)
+    assert len(server.requests) == 1  # the second never got a slot

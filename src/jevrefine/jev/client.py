@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -528,17 +528,23 @@ class JudgeClient(AsyncClosing):
             limiter = self._limiter = anyio.CapacityLimiter(self._max_concurrency)
         response: httpx2.Response | RawResponse | None = None
         timeout = min(per_operation, remaining)
-        with anyio.CancelScope(deadline=deadline) as scope:
-            if limiter is not None:
-                await _borrow(limiter)
-                try:
-                    response = await self._request(method, url, content, headers, timeout)
-                finally:
-                    limiter.release()
-            else:
-                response = await self._request(method, url, content, headers, timeout)
-        if response is None or scope.cancelled_caught:
-            raise JudgeTimeoutError(self._budget_message())
+        if self._core is not None:
+            # The raw core bounds every phase by the deadline itself: no scope around it.
+            try:
+                response = await self._limited(
+                    limiter, method, url, content, headers, timeout, deadline
+                )
+            except JudgeTimeoutError:
+                if anyio.current_time() < deadline:
+                    raise  # a phase's own timeout
+                raise JudgeTimeoutError(self._budget_message()) from None
+        else:
+            with anyio.CancelScope(deadline=deadline) as scope:
+                response = await self._limited(
+                    limiter, method, url, content, headers, timeout, deadline
+                )
+            if response is None or scope.cancelled_caught:
+                raise JudgeTimeoutError(self._budget_message())
         status = response.status_code
         if 200 <= status < 300:
             return response
@@ -550,6 +556,25 @@ class JudgeClient(AsyncClosing):
             retry_after=parse_retry_after(response.headers),
         )
 
+    async def _limited(
+        self,
+        limiter: anyio.CapacityLimiter | None,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
+        deadline: float,
+    ) -> httpx2.Response | RawResponse:
+        """`_request` within `max_concurrency`, when one is set."""
+        if limiter is None:
+            return await self._request(method, url, content, headers, timeout, deadline)
+        await _borrow(limiter, deadline, self._budget_message)
+        try:
+            return await self._request(method, url, content, headers, timeout, deadline)
+        finally:
+            limiter.release()
+
     async def _request(
         self,
         method: str,
@@ -557,10 +582,14 @@ class JudgeClient(AsyncClosing):
         content: bytes | None,
         headers: Mapping[str, str],
         timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
+        deadline: float,
     ) -> httpx2.Response | RawResponse:
         try:
             if self._core is not None:
-                return await self._exchange(self._core, method, url, content, headers, timeout)
+                route = self._routes[url]
+                return await self._exchange(
+                    self._core, method, route, content, headers, timeout, deadline
+                )
             assert self._http is not None  # one of the two is always set
             # No pool timeout: waiting for a free connection is queueing, not a slow server,
             # and is bounded by `total_timeout` already. Counting it against `timeout` made calls
@@ -600,13 +629,13 @@ class JudgeClient(AsyncClosing):
         self,
         core: KeepAliveTransport,
         method: str,
-        url: str,
+        route: _Route,
         content: bytes | None,
         headers: Mapping[str, str],
         timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
+        deadline: float,
     ) -> RawResponse:
         """One request on the raw core; its errors are httpx's, as on the httpx path."""
-        route = self._routes[url]
         fields: list[tuple[bytes, bytes]] = []
         if headers is not self._headers:  # a retry: the retry count header on top
             fields.append((RETRY_COUNT_HEADER.encode(), headers[RETRY_COUNT_HEADER].encode()))
@@ -624,6 +653,7 @@ class JudgeClient(AsyncClosing):
             write=timeout,
             read=timeout,
             fixed=self._fields,
+            deadline=deadline,
         )
         if response.header(b"content-encoding") is not None:
             # Not asked for, but sent anyway: decoded as httpx would, the same bytes either way.
@@ -649,12 +679,21 @@ class JudgeClient(AsyncClosing):
         return f"the call did not finish within total_timeout={self._total_timeout:g} s"
 
 
-async def _borrow(limiter: anyio.CapacityLimiter) -> None:
+async def _borrow(
+    limiter: anyio.CapacityLimiter, deadline: float, budget: Callable[[], str]
+) -> None:
+    """A token of `limiter`, waiting until `deadline` at most (then `JudgeTimeoutError`)."""
     # No checkpoint when a token is free: `acquire()` yields to the event loop even then.
     try:
         limiter.acquire_nowait()
+        return
     except anyio.WouldBlock:
-        await limiter.acquire()
+        pass
+    try:
+        with anyio.fail_at(deadline):
+            await limiter.acquire()
+    except TimeoutError:
+        raise JudgeTimeoutError(budget()) from None
 
 
 def _proxy_configured() -> bool:
