@@ -73,6 +73,7 @@ __all__ = [
     "ResponseTooLargeError",
     "SocketOption",
     "TooLarge",
+    "acquire_by",
 ]
 
 SocketOption: TypeAlias = tuple[int, int, int]
@@ -533,18 +534,28 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
                 await connection.close()
 
 
-async def _acquire(slots: anyio.Semaphore, until: float) -> None:
-    """Take a connection slot, waiting until `until` (an `anyio.current_time()`) at most."""
+async def acquire_by(lock: anyio.Semaphore | anyio.CapacityLimiter, until: float) -> None:
+    """Take `lock`, waiting until `until` (an `anyio.current_time()`) at most.
+
+    No checkpoint when it is free at once: `acquire()` yields to the event loop even then, one
+    more loop iteration per request.
+
+    Raises:
+        TimeoutError: `until` passed first.
+    """
     try:
-        # No checkpoint when a slot is free: `acquire()` yields to the event loop even then,
-        # one more loop iteration per request.
-        slots.acquire_nowait()
+        lock.acquire_nowait()
         return
     except anyio.WouldBlock:
         pass
+    with anyio.fail_at(until):
+        await lock.acquire()
+
+
+async def _acquire(slots: anyio.Semaphore, until: float) -> None:
+    """A connection slot, by `until` at most, else httpx's `PoolTimeout`."""
     try:
-        with anyio.fail_at(until):
-            await slots.acquire()
+        await acquire_by(slots, until)
     except TimeoutError:
         # httpx's own name for it, so callers map it like every other transport timeout.
         raise httpx2.PoolTimeout("waiting for a free connection timed out") from None

@@ -14,6 +14,7 @@ from .._transport import (
     MalformedResponseError,
     RawResponse,
     ResponseTooLargeError,
+    acquire_by,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "MalformedResponseError",
     "RawResponse",
     "ResponseTooLargeError",
+    "acquire_by",
 ]

@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -37,7 +37,13 @@ from .._version import __version__
 from ..exceptions import ResponseTooLargeError
 from ..telemetry import InstrumentationSettings, Telemetry, joined_span
 from ._telemetry import JudgeCallRecorder, record_retry
-from ._transport import HeaderLines, KeepAliveTransport, MalformedResponseError, RawResponse
+from ._transport import (
+    HeaderLines,
+    KeepAliveTransport,
+    MalformedResponseError,
+    RawResponse,
+    acquire_by,
+)
 from .batch import BatchResult, SystemOneRequest, system_one_all
 from .errors import (
     JudgeConnectionError,
@@ -528,23 +534,28 @@ class JudgeClient(AsyncClosing):
             limiter = self._limiter = anyio.CapacityLimiter(self._max_concurrency)
         response: httpx2.Response | RawResponse | None = None
         timeout = min(per_operation, remaining)
-        if self._core is not None:
-            # The raw core bounds every phase by the deadline itself: no scope around it.
+        if limiter is not None:  # a `max_concurrency` slot, within the budget
             try:
-                response = await self._limited(
-                    limiter, method, url, content, headers, timeout, deadline
-                )
-            except JudgeTimeoutError:
-                if anyio.current_time() < deadline:
-                    raise  # a phase's own timeout
+                await acquire_by(limiter, deadline)
+            except TimeoutError:
                 raise JudgeTimeoutError(self._budget_message()) from None
-        else:
-            with anyio.CancelScope(deadline=deadline) as scope:
-                response = await self._limited(
-                    limiter, method, url, content, headers, timeout, deadline
-                )
-            if response is None or scope.cancelled_caught:
-                raise JudgeTimeoutError(self._budget_message())
+        try:
+            if self._core is not None:
+                # The raw core bounds every phase by the deadline itself: no scope around it.
+                try:
+                    response = await self._request(method, url, content, headers, timeout, deadline)
+                except JudgeTimeoutError:
+                    if anyio.current_time() < deadline:
+                        raise  # a phase's own timeout
+                    raise JudgeTimeoutError(self._budget_message()) from None
+            else:
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    response = await self._request(method, url, content, headers, timeout, deadline)
+                if response is None or scope.cancelled_caught:
+                    raise JudgeTimeoutError(self._budget_message())
+        finally:
+            if limiter is not None:
+                limiter.release()
         status = response.status_code
         if 200 <= status < 300:
             return response
@@ -555,25 +566,6 @@ class JudgeClient(AsyncClosing):
             endpoint=f"{method} {url}",
             retry_after=parse_retry_after(response.headers),
         )
-
-    async def _limited(
-        self,
-        limiter: anyio.CapacityLimiter | None,
-        method: str,
-        url: str,
-        content: bytes | None,
-        headers: Mapping[str, str],
-        timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
-        deadline: float,
-    ) -> httpx2.Response | RawResponse:
-        """`_request` within `max_concurrency`, when one is set."""
-        if limiter is None:
-            return await self._request(method, url, content, headers, timeout, deadline)
-        await _borrow(limiter, deadline, self._budget_message)
-        try:
-            return await self._request(method, url, content, headers, timeout, deadline)
-        finally:
-            limiter.release()
 
     async def _request(
         self,
@@ -586,9 +578,14 @@ class JudgeClient(AsyncClosing):
     ) -> httpx2.Response | RawResponse:
         try:
             if self._core is not None:
-                route = self._routes[url]
+                fields: list[tuple[bytes, bytes]] = []
+                if headers is not self._headers:  # a retry: the retry count header on top
+                    count = headers[RETRY_COUNT_HEADER].encode()
+                    fields.append((RETRY_COUNT_HEADER.encode(), count))
+                if content is not None:
+                    fields.append((b"content-length", b"%d" % len(content)))
                 return await self._exchange(
-                    self._core, method, route, content, headers, timeout, deadline
+                    self._core, (method, self._routes[url]), content, fields, (timeout, deadline)
                 )
             assert self._http is not None  # one of the two is always set
             # No pool timeout: waiting for a free connection is queueing, not a slow server,
@@ -628,19 +625,18 @@ class JudgeClient(AsyncClosing):
     async def _exchange(
         self,
         core: KeepAliveTransport,
-        method: str,
-        route: _Route,
+        where: tuple[str, _Route],
         content: bytes | None,
-        headers: Mapping[str, str],
-        timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
-        deadline: float,
+        fields: list[tuple[bytes, bytes]],
+        limits: tuple[float, float],
     ) -> RawResponse:
-        """One request on the raw core; its errors are httpx's, as on the httpx path."""
-        fields: list[tuple[bytes, bytes]] = []
-        if headers is not self._headers:  # a retry: the retry count header on top
-            fields.append((RETRY_COUNT_HEADER.encode(), headers[RETRY_COUNT_HEADER].encode()))
-        if content is not None:
-            fields.append((b"content-length", b"%d" % len(content)))
+        """One request on the raw core; its errors are httpx's, as on the httpx path.
+
+        `where` is (method, route), `fields` the call's own header lines, `limits` (seconds per
+        operation, the call's deadline).
+        """
+        method, route = where
+        timeout, deadline = limits
         response = await core.exchange(
             method,
             route.scheme,
@@ -677,23 +673,6 @@ class JudgeClient(AsyncClosing):
 
     def _budget_message(self) -> str:
         return f"the call did not finish within total_timeout={self._total_timeout:g} s"
-
-
-async def _borrow(
-    limiter: anyio.CapacityLimiter, deadline: float, budget: Callable[[], str]
-) -> None:
-    """A token of `limiter`, waiting until `deadline` at most (then `JudgeTimeoutError`)."""
-    # No checkpoint when a token is free: `acquire()` yields to the event loop even then.
-    try:
-        limiter.acquire_nowait()
-        return
-    except anyio.WouldBlock:
-        pass
-    try:
-        with anyio.fail_at(deadline):
-            await limiter.acquire()
-    except TimeoutError:
-        raise JudgeTimeoutError(budget()) from None
 
 
 def _proxy_configured() -> bool:
