@@ -4,6 +4,8 @@
   (`benchmarks/bench_chain_overhead.py`).
 - The Jev client's keep-alive transport (`jevrefine/_transport.py`) was measured with one
   httpx2 series and relies on how httpx2 treats a transport (`benchmarks/bench_judge_client.py`).
+- `OpenAIChatModel.call`'s lean request (`jevrefine/models/_lean_openai.py`) calls private helpers
+  of one `openai` series for the SDK's headers, retries and errors (`bench_adapter_cpu.py`).
 
 The third, the inactive-telemetry shortcut, belongs to the telemetry module and its tests.
 """
@@ -62,16 +64,25 @@ def _series(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def _assert_series(
+    package: str, measured: tuple[tuple[int, int], tuple[int, int]], what: str
+) -> None:
+    installed = importlib.metadata.version(package)
+    low, high = measured
+    assert low <= _series(installed) < high, (
+        f"{package} {installed} is outside {low}..{high} (exclusive), the series {what}"
+    )
+
+
 def test_httpx2_is_the_series_the_keep_alive_transport_was_measured_with() -> None:
     """Promise: the transport's speed-up holds for the httpx2 it was measured with; another
     series may have changed what the transport works around (its pool, its writes)."""
-    installed = importlib.metadata.version("httpx2")
-    low, high = _transport.MEASURED_WITH_HTTPX2
-    assert low <= _series(installed) < high, (
-        f"httpx2 {installed} is outside {low}..{high} (exclusive), the series the Jev "
-        "keep-alive transport was benchmarked with: re-run `python -m benchmarks --only "
+    _assert_series(
+        "httpx2",
+        _transport.MEASURED_WITH_HTTPX2,
+        "the Jev keep-alive transport was benchmarked with: re-run `python -m benchmarks --only "
         "bench_judge_client` against httpx's default transport (http_client=httpx2.AsyncClient()), "
-        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/_transport.py"
+        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/_transport.py",
     )
 
 
@@ -92,3 +103,43 @@ async def test_httpx2_passes_a_transports_own_error_through_and_hands_it_the_tim
         with pytest.raises(jr.ResponseTooLargeError):
             await http.get("http://127.0.0.1:9/", timeout=httpx2.Timeout(3.0, pool=None))
     assert transport.timeouts == {"connect": 3.0, "read": 3.0, "write": 3.0, "pool": None}
+
+
+def test_openai_is_the_series_the_lean_request_was_measured_with() -> None:
+    """Promise: `OpenAIChatModel.call`'s lean request (`models/_lean_openai.py`) calls private
+    helpers of one `openai` series; another may have moved them or changed what they mean."""
+    from jevrefine.models import _lean_openai
+
+    _assert_series(
+        "openai",
+        _lean_openai.MEASURED_WITH_OPENAI,
+        "the lean request was written against: check the SDK helpers it calls (this file's "
+        "next test), re-run `python -m benchmarks.bench_adapter_cpu`, then widen "
+        "MEASURED_WITH_OPENAI in jevrefine/models/_lean_openai.py",
+    )
+
+
+def test_the_openai_helpers_the_lean_request_calls_keep_their_shape() -> None:
+    """Promise: each private SDK helper the lean request calls exists with the parameters it
+    passes, and a client the adapter builds has none of the SDK's other auth modes."""
+    from openai import AsyncOpenAI
+
+    from jevrefine.models._lean_openai import eligible
+
+    def parameters(name: str) -> list[str]:
+        return list(inspect.signature(getattr(AsyncOpenAI, name)).parameters)
+
+    assert parameters("_build_headers") == ["self", "options", "retries_taken"]
+    assert parameters("_should_retry") == ["self", "response"]
+    assert parameters("_calculate_retry_timeout") == [
+        "self",
+        "remaining_retries",
+        "options",
+        "response_headers",
+    ]
+    assert parameters("_make_status_error_from_response") == ["self", "response"]
+    assert parameters("_prepare_url") == ["self", "url"]
+    client: Any = AsyncOpenAI(api_key="sk-pinned-0123", base_url="http://127.0.0.1:9/v1")
+    for name in ("_platform", "_provider_runtime", "_api_key_provider", "_idempotency_header"):
+        assert hasattr(client, name), name
+    assert eligible(client)

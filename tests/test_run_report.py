@@ -101,7 +101,7 @@ async def test_a_resumed_run_reports_every_row_of_its_output(tmp_path: Path) -> 
     # order they finished (concurrent items may finish in any order).
     in_file = [json.loads(line)["id"] for line in output.read_text("utf-8").splitlines()]
     assert page.ids == in_file
-    assert in_file[:3] == ["q0", "q1", "q2"]
+    assert sorted(in_file[:3]) == ["q0", "q1", "q2"]  # the first run's, in the order they finished
     assert sorted(in_file) == [f"q{i}" for i in range(6)]
     assert page.numbers["summary.resumed"] == 3
     assert page.numbers["pass_rate"] is None  # unjudged: no pass rate to show

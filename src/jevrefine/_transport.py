@@ -1,14 +1,25 @@
-"""A lean HTTP/1.1 keep-alive transport for `httpx2.AsyncClient`.
+"""The package's one HTTP fast path: a lean HTTP/1.1 keep-alive client core, and its httpx2 adapter.
 
-Used by `JudgeClient`, and under the `openai` and `anthropic` SDKs' clients by the model
-adapters for their whole-response calls (`models/_bounded_transport.py` decides when).
+`KeepAliveTransport.exchange` is the raw core: method, URL parts, header lines and body bytes
+in; status, header lines and body bytes out (`RawResponse`), with per-phase timeouts, the body
+cap, keep-alive and httpx2's typed errors. `JudgeClient` calls it directly when it built its own
+pool; `KeepAliveTransport` is also an `httpx2.AsyncBaseTransport` (a thin adapter over the
+core), mounted under the `openai` and `anthropic` SDKs' clients by the model adapters for their
+whole-response calls (`models/_bounded_transport.py` decides when), and under a JudgeClient's
+own `httpx2.AsyncClient`.
 
 Why not httpx's default transport: under load its connection pool rescans every connection for
 every request (it `poll()`s each idle one: 642 µs per call with 1 idle connection, 4,054 µs with
 200), and it writes the head and the body of each request in two system calls. A judge or a
 batch of model calls sends many small, independent POSTs to one host, so a stack of idle
 connections per host (O(1) to take and return) and one write per request cut the client's CPU
-per call substantially (see `benchmarks/bench_judge_client.py`, `bench_adapter_cpu.py`).
+per call substantially. Why a raw core below httpx2's client layer: its Request, URL, Headers
+and Response objects, `send` with its auth, redirect and hook machinery, cost more CPU per small
+call than all of the I/O (JudgeClient.system_one 1,008 µs of CPU through `httpx2.AsyncClient`
+on this transport, the hand-written floor 155 µs, 2026-12-01). The benchmarks that justify both:
+`python -m benchmarks.bench_judge_client` and `python -m benchmarks.bench_adapter_cpu`. For the
+same reason the core spends one cancel scope per exchange (its deadline moved from phase to
+phase) and takes a free connection slot without a checkpoint.
 
 Scope, deliberately small: HTTP/1.1 over TCP or TLS, request bodies already in memory,
 `Content-Length`, chunked and read-until-close response bodies, each read whole before the
@@ -42,7 +53,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeAlias
 
 import anyio
@@ -54,17 +65,20 @@ from .exceptions import ResponseTooLargeError
 
 __all__ = [
     "MEASURED_WITH_HTTPX2",
+    "HeaderLines",
     "KeepAliveTransport",
     "MalformedResponseError",
+    "RawResponse",
     "SocketOption",
     "TooLarge",
+    "acquire_by",
 ]
 
 SocketOption: TypeAlias = tuple[int, int, int]
 """`(level, option, value)` for `socket.setsockopt`, e.g. TCP keep-alive probes."""
 
-TooLarge: TypeAlias = Callable[[httpx2.Request, int, "int | None"], Exception]
-"""Builds the error for a body over the cap: (request, limit, declared length or None)."""
+TooLarge: TypeAlias = Callable[[str, int, "int | None"], Exception]
+"""Builds the error for a body over the cap: (host, limit, declared length or None)."""
 
 _MAX_HEAD: Final = 64 * 1024
 """The status line and headers together (and, separately, the trailers)."""
@@ -86,6 +100,9 @@ _TCHAR: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJK
 _CONTROL: Final = bytes(range(32)) + b"\x7f"
 _NO_BODY_STATUSES: Final = frozenset({204, 304})
 _NO_LIMIT: Final = float("inf")
+_FITS_SEND_BUFFER: Final = 16 * 1024
+"""A request this small goes into an idle connection's kernel send buffer (16 KiB at least on
+Linux, macOS and Windows) at once, on any backend: its send cannot block, so cannot time out."""
 
 MEASURED_WITH_HTTPX2: Final = ((2, 16), (2, 17))
 """The httpx2 versions (from, up to but not including) this transport was benchmarked with:
@@ -99,7 +116,9 @@ class MalformedResponseError(httpx2.RemoteProtocolError):
     A connection that ends early is not this, but a plain `httpx2.RemoteProtocolError`.
     """
 
-    def __init__(self, message: str, *, request: httpx2.Request, excerpt: bytes = b"") -> None:
+    def __init__(
+        self, message: str, *, request: httpx2.Request | None = None, excerpt: bytes = b""
+    ) -> None:
         super().__init__(message, request=request)
         self.excerpt = excerpt
         """The start of the offending bytes (up to 1 KiB), kept out of the message: the server
@@ -110,26 +129,71 @@ class _StaleConnection(Exception):
     """A reused connection failed before the response began: safe to try a new one."""
 
 
+class RawResponse:
+    """One whole response of `KeepAliveTransport.exchange`: status, header lines and body."""
+
+    __slots__ = ("_headers", "content", "raw_headers", "reason", "status_code")
+
+    def __init__(
+        self,
+        status_code: int,
+        reason: bytes,
+        raw_headers: list[tuple[bytes, bytes]],
+        content: bytes,
+    ) -> None:
+        self.status_code = status_code
+        """The final status (interim 1xx responses are skipped)."""
+        self.reason = reason
+        """The reason phrase as sent."""
+        self.raw_headers = raw_headers
+        """(name, value) pairs as received, in order, the names in the server's case."""
+        self.content = content
+        """The whole body as sent (a `content-encoding` is not undone here)."""
+        self._headers: httpx2.Headers | None = None
+
+    def header(self, name: bytes) -> str | None:
+        """The first value of the header `name` (give it in lower case), or `None`.
+
+        A scan of the few header lines, no `Headers` object: the success path needs one or two.
+        """
+        for key, value in self.raw_headers:
+            if key.lower() == name:
+                return value.decode("latin-1")
+        return None
+
+    @property
+    def headers(self) -> httpx2.Headers:
+        """Every header as `httpx2.Headers`, built on first use (error paths, mostly)."""
+        if self._headers is None:
+            self._headers = httpx2.Headers(self.raw_headers)
+        return self._headers
+
+
 class _Connection:
-    __slots__ = ("buffer", "idle_since", "receive_timeout", "stream")
+    __slots__ = ("buffer", "idle_since", "raw", "receive_timeout", "scope", "stream", "until")
 
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self.stream = stream
+        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        # Looked up once: anyio builds a dict of every attribute on each `extra` call.
+        self.raw = raw if isinstance(raw, socket.socket) else None
         self.buffer = bytearray()
         self.idle_since = 0.0
         self.receive_timeout = _NO_LIMIT
         """Seconds one receive may wait (httpx's per-read timeout); inf when the whole response
         is bounded instead."""
+        self.scope: anyio.CancelScope | None = None
+        """The exchange's one cancel scope, whose deadline each receive moves (per-read)."""
+        self.until = _NO_LIMIT
+        """The exchange's `deadline`: no receive waits past it."""
 
     async def read_more(self, at_most: int) -> bool:
         """Append up to `at_most` bytes (and never more than 64 KiB) to the buffer."""
-        size = min(at_most, _READ_SIZE)
+        if self.receive_timeout != _NO_LIMIT and self.scope is not None:
+            # Moving the deadline of the one scope is cheaper than a scope per receive.
+            self.scope.deadline = min(anyio.current_time() + self.receive_timeout, self.until)
         try:
-            if self.receive_timeout == _NO_LIMIT:  # no cancel scope to pay for on each read
-                chunk = await self.stream.receive(size)
-            else:
-                with anyio.fail_after(self.receive_timeout):
-                    chunk = await self.stream.receive(size)
+            chunk = await self.stream.receive(min(at_most, _READ_SIZE))
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             return False
         self.buffer += chunk
@@ -143,13 +207,52 @@ class _Connection:
             await self.stream.aclose()
 
 
-def _timeout(request: httpx2.Request, phase: str) -> float:
-    value = request.extensions.get("timeout", {}).get(phase)
-    return float("inf") if value is None else float(value)
+def _seconds(timeouts: Mapping[str, float | None], phase: str) -> float:
+    value = timeouts.get(phase)
+    return _NO_LIMIT if value is None else float(value)
+
+
+def _check_fields(headers: Sequence[tuple[bytes, bytes]]) -> None:
+    # httpx checks header values as it builds a Request; the raw path has none to do it, and a
+    # CR or LF in a value (a key read from a file with its newline) would split the request.
+    # All names, then all values, in one pass each: the common case is that all are fine.
+    names = b"".join(name for name, _ in headers)
+    values = b"".join(value for _, value in headers).replace(b"\t", b"")
+    if names.translate(None, _TCHAR) or _has_control(values) or not all(n for n, _ in headers):
+        bad = next(
+            name
+            for name, value in headers
+            if not _is_token(name) or _has_control(value.replace(b"\t", b""))
+        )
+        raise httpx2.LocalProtocolError(f"illegal header line {bad[:64]!r}")
+
+
+class HeaderLines:
+    """Header lines checked and encoded once, for every request of a client (`fixed=`).
+
+    A dozen SDK headers cost more to check and format on each call than to send.
+
+    Raises:
+        httpx2.LocalProtocolError: a name that is no token, or a value with a control byte.
+    """
+
+    __slots__ = ("encoded", "fields")
+
+    def __init__(self, fields: Sequence[tuple[bytes, bytes]]) -> None:
+        _check_fields(fields)
+        self.fields = tuple(fields)
+        """The (name, value) pairs, in order."""
+        self.encoded = b"".join(b"%s: %s\r\n" % field for field in self.fields)
+        """The lines as sent, each ending in CRLF."""
 
 
 class KeepAliveTransport(httpx2.AsyncBaseTransport):
     """HTTP/1.1 with a per-host stack of idle keep-alive connections.
+
+    Two ways in: `exchange` (method, URL parts, header lines and body bytes in; status, header
+    lines and body bytes out), the raw core that `JudgeClient` and the model adapters call
+    directly; and `handle_async_request`, a thin `httpx2.AsyncBaseTransport` adapter over it,
+    for an `httpx2.AsyncClient`.
 
     Args:
         max_connections: At most this many connections open at once (requests beyond wait).
@@ -158,16 +261,16 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         max_response_bytes: A response body longer than this raises `ResponseTooLargeError`
             as soon as that is known (the declared length, or the bytes read so far), and the
             connection is closed: memory per request stays bounded.
-        too_large: builds that error instead (an SDK adapter raises its own type, one the SDK
-            neither wraps nor retries).
+        too_large: builds that error instead, from (host, limit, declared length or None) (an
+            SDK adapter raises its own type, one the SDK neither wraps nor retries).
         socket_options: set on every new TCP connection (an SDK's keep-alive probes).
         retry_stale: a reused connection that fails before any byte of the response is retried
             once on a fresh one (as urllib3 does). Off, it raises `RemoteProtocolError` and the
             caller's own retry policy decides (an SDK's `max_retries=0` then means no resend).
-        per_read_timeout: apply the request's `read` timeout to each receive, as httpx does
-            (a body that keeps arriving is never cut off), instead of to the whole response.
-            Under an SDK whose `timeout` is documented per read, with a total deadline kept
-            around the call, this keeps the SDK's meaning.
+        per_read_timeout: apply the `read` timeout to each receive, as httpx does (a body that
+            keeps arriving is never cut off), instead of to the whole response. Under an SDK
+            whose `timeout` is documented per read, with a total deadline kept around the call,
+            this keeps the SDK's meaning.
     """
 
     def __init__(
@@ -195,47 +298,115 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         self._closed = False
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        """Send `request` and read the whole response."""
-        if self._closed:
-            raise httpx2.TransportError("the transport is closed", request=request)
-        if self._slots is None:
-            self._slots = anyio.Semaphore(self._max_connections)
+        """Send `request` and read the whole response (`exchange`, for `httpx2.AsyncClient`)."""
         url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}", request=request)
-        port = url.port or (443 if scheme == "https" else 80)
-        key = (scheme, url.host, port)
         body = await request.aread()
-        head = [f"{request.method} {url.raw_path.decode('ascii')} HTTP/1.1\r\n".encode("ascii")]
-        head.extend(b"%s: %s\r\n" % (name, value) for name, value in request.headers.raw)
-        head.append(b"\r\n")
-        payload = b"".join(head) + body
+        timeouts = request.extensions.get("timeout", {})
         try:
-            with anyio.fail_after(_timeout(request, "pool")):
-                await self._slots.acquire()
-        except TimeoutError:
-            # httpx's own name for it, so callers map it like every other transport timeout.
-            raise httpx2.PoolTimeout(
-                "waiting for a free connection timed out", request=request
-            ) from None
+            raw = await self.exchange(
+                request.method,
+                url.scheme,
+                url.host,
+                url.port,
+                url.raw_path,
+                request.headers.raw,
+                body,
+                connect=_seconds(timeouts, "connect"),
+                write=_seconds(timeouts, "write"),
+                read=_seconds(timeouts, "read"),
+                pool=_seconds(timeouts, "pool"),
+            )
+        except httpx2.RequestError as exc:
+            exc.request = request  # httpx's errors name their request; the core knows none
+            raise
+        return httpx2.Response(
+            raw.status_code,
+            headers=raw.raw_headers,
+            stream=httpx2.ByteStream(raw.content),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": raw.reason},
+        )
+
+    async def exchange(
+        self,
+        method: str,
+        scheme: str,
+        host: str,
+        port: int | None,
+        target: bytes,
+        headers: Sequence[tuple[bytes, bytes]],
+        body: bytes,
+        *,
+        connect: float = _NO_LIMIT,
+        write: float = _NO_LIMIT,
+        read: float = _NO_LIMIT,
+        pool: float = _NO_LIMIT,
+        fixed: HeaderLines | None = None,
+        deadline: float = _NO_LIMIT,
+    ) -> RawResponse:
+        """Send one request and read its whole response: the raw core, no httpx objects.
+
+        Args:
+            method: `GET`, `POST`, ...
+            scheme: `http` or `https`.
+            host: the host to connect to (and, for TLS, to verify).
+            port: the port; `None` for the scheme's default.
+            target: the request target, path and query, as sent (`b"/v1/systemone"`).
+            headers: every header line to send, as given: `Host` and `Content-Length` are the
+                caller's to include. A name that is no token or a value with a control byte
+                raises `httpx2.LocalProtocolError` before anything is sent.
+            body: the request body.
+            connect: seconds to open a connection (`inf`: no limit), as httpx's `Timeout`.
+            write: seconds to send the request.
+            read: seconds for the whole response, or for each receive with `per_read_timeout`.
+            pool: seconds to wait for a free connection.
+            fixed: header lines checked and encoded once, sent before `headers` (a client's
+                constant ones: auth, user agent, ...).
+            deadline: an `anyio.current_time()` past which no phase waits: the phase waiting
+                then raises its own timeout. A caller's bound on the whole exchange, without a
+                cancel scope of its own around it (one more scope per call).
+
+        Raises:
+            httpx2.TransportError: httpx's own types, without a `request`: `ConnectTimeout`,
+                `ConnectError`, `WriteTimeout`, `WriteError`, `ReadTimeout`, `ReadError`,
+                `PoolTimeout`, `RemoteProtocolError` (`MalformedResponseError` for bytes that
+                are no HTTP/1.1), `UnsupportedProtocol`, `LocalProtocolError`.
+            ResponseTooLargeError: the body is over `max_response_bytes` (or `too_large`'s).
+        """
+        if self._closed:
+            raise httpx2.TransportError("the transport is closed")
+        if scheme not in ("http", "https"):
+            raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+        _check_fields(headers)
+        key = (scheme, host, port or (443 if scheme == "https" else 80))
+        head = [b"%s %s HTTP/1.1\r\n" % (method.encode("ascii"), target)]
+        if fixed is not None:
+            head.append(fixed.encoded)
+        head.extend(b"%s: %s\r\n" % field for field in headers)
+        head.append(b"\r\n")
+        head.append(body)
+        payload = b"".join(head)
+        slots = self._slots
+        if slots is None:
+            slots = self._slots = anyio.Semaphore(self._max_connections)
+        await _acquire(slots, min(anyio.current_time() + pool, deadline))
+        phases = (write, read, deadline)
         try:
             connection = await self._take_idle(key)
             if connection is not None:
                 try:
-                    return await self._exchange(connection, request, key, payload, reused=True)
+                    return await self._exchange(connection, key, payload, method, phases, True)
                 except _StaleConnection as exc:
                     if not self._retry_stale:
                         # The caller retries (or not) by its own policy: the server may have
                         # read the request before it closed.
-                        raise httpx2.RemoteProtocolError(str(exc), request=request) from None
-            connection = await self._connect(request, key)
+                        raise httpx2.RemoteProtocolError(str(exc)) from None
+            connection = await self._connect(key, min(anyio.current_time() + connect, deadline))
             try:
-                return await self._exchange(connection, request, key, payload, reused=False)
+                return await self._exchange(connection, key, payload, method, phases, False)
             except _StaleConnection as exc:  # pragma: no cover - only raised for reused ones
-                raise httpx2.RemoteProtocolError(str(exc), request=request) from None
+                raise httpx2.RemoteProtocolError(str(exc)) from None
         finally:
-            self._slots.release()
+            slots.release()
 
     async def _take_idle(self, key: tuple[str, str, int]) -> _Connection | None:
         stack = self._idle.get(key)
@@ -245,15 +416,15 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         while stack:
             connection = stack.pop()  # the most recently used one is the most likely alive
             fresh = connection.idle_since >= oldest_allowed and not connection.buffer
-            if fresh and _still_open(connection.stream):
+            if fresh and _still_open(connection.raw):
                 return connection
             await connection.close()  # expired, closed by the server, or holding stray bytes
         return None
 
-    async def _connect(self, request: httpx2.Request, key: tuple[str, str, int]) -> _Connection:
+    async def _connect(self, key: tuple[str, str, int], until: float) -> _Connection:
         scheme, host, port = key
         try:
-            with anyio.fail_after(_timeout(request, "connect")):
+            with anyio.fail_at(until):
                 if scheme == "https":
                     context = self._ssl_context or httpx2.create_ssl_context()
                     self._ssl_context = context
@@ -262,55 +433,65 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
                     )
                 else:
                     stream = await anyio.connect_tcp(host, port)
-                if self._socket_options:
-                    _set_options(stream, self._socket_options)
         except TimeoutError:
-            raise httpx2.ConnectTimeout(
-                f"connecting to {host}:{port} timed out", request=request
-            ) from None
+            raise httpx2.ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         except (OSError, anyio.BrokenResourceError, ssl.SSLError) as exc:
-            raise httpx2.ConnectError(f"{type(exc).__name__}: {exc}", request=request) from None
-        return _Connection(stream)
+            raise httpx2.ConnectError(f"{type(exc).__name__}: {exc}") from None
+        connection = _Connection(stream)
+        if self._socket_options:
+            _set_options(connection.raw, self._socket_options)
+        return connection
 
     async def _exchange(
         self,
         connection: _Connection,
-        request: httpx2.Request,
         key: tuple[str, str, int],
         payload: bytes,
-        *,
+        method: str,
+        phases: tuple[float, float, float],
         reused: bool,
-    ) -> httpx2.Response:
+    ) -> RawResponse:
+        """Write, then read, within (write seconds, read seconds, the caller's deadline)."""
+        write, read, until = phases
         done = False
+        per_read = self._per_read_timeout
+        # One cancel scope for the whole exchange, its deadline moved from phase to phase: a
+        # scope, and each timer it sets, cost more than the rest of a small request's work. A
+        # request that cannot block on its send needs no write deadline (and no second timer):
+        # its scope starts on the read's clock.
+        writing = len(payload) > _FITS_SEND_BUFFER
+        now = anyio.current_time()
+        read_clock = until if per_read else min(now + read, until)
+        deadline = min(now + write, until) if writing else read_clock
+        connection.receive_timeout = read if per_read else _NO_LIMIT
+        connection.until = until
         try:
-            try:
-                with anyio.fail_after(_timeout(request, "write")):
+            with anyio.CancelScope(deadline=deadline) as scope:
+                try:
                     await connection.stream.send(payload)
-            except TimeoutError:
-                raise httpx2.WriteTimeout(
-                    "writing the request timed out", request=request
-                ) from None
-            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                if reused:
-                    raise _StaleConnection(str(exc)) from None
-                raise httpx2.WriteError(f"{type(exc).__name__}: {exc}", request=request) from None
-            read_timeout = _timeout(request, "read")
-            whole = _NO_LIMIT
-            if self._per_read_timeout:
-                connection.receive_timeout = read_timeout
-            else:
-                connection.receive_timeout, whole = whole, read_timeout
-            try:
-                with anyio.fail_after(whole):
-                    response, keep_alive = await self._read_response(connection, request, reused)
-            except TimeoutError:
-                raise httpx2.ReadTimeout(
-                    "reading the response timed out", request=request
-                ) from None
-            except OSError as exc:
-                raise httpx2.ReadError(f"{type(exc).__name__}: {exc}", request=request) from None
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                    if reused:
+                        raise _StaleConnection(str(exc)) from None
+                    raise httpx2.WriteError(f"{type(exc).__name__}: {exc}") from None
+                if writing:  # the write's deadline is over; the read's begins
+                    later = anyio.current_time() + read
+                    scope.deadline = until if per_read else min(later, until)
+                if per_read:
+                    connection.scope = scope  # each receive sets its own deadline on it
+                writing = False
+                try:
+                    response, keep_alive = await self._read_response(
+                        connection, key[1], method, reused
+                    )
+                except OSError as exc:
+                    raise httpx2.ReadError(f"{type(exc).__name__}: {exc}") from None
+            if scope.cancelled_caught:
+                if writing:
+                    raise httpx2.WriteTimeout("writing the request timed out")
+                raise httpx2.ReadTimeout("reading the response timed out")
             done = True
         finally:
+            connection.scope = None
             if not done:
                 await connection.close()
         if keep_alive and not self._closed:
@@ -321,30 +502,25 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         return response
 
     async def _read_response(
-        self, connection: _Connection, request: httpx2.Request, reused: bool
-    ) -> tuple[httpx2.Response, bool]:
-        head = await _read_head(connection, request, reused)
-        framing = _framing(head, request)
+        self, connection: _Connection, host: str, method: str, reused: bool
+    ) -> tuple[RawResponse, bool]:
+        head = await _read_head(connection, reused)
+        framing = _framing(head)
         limit = self._max_response_bytes
         delimited = True
         try:
-            if request.method == "HEAD" or head.status in _NO_BODY_STATUSES:
+            if method == "HEAD" or head.status in _NO_BODY_STATUSES:
                 content = b""
             elif framing.chunked:
-                content = await _read_chunked(connection, request, limit)
+                content = await _read_chunked(connection, limit)
             elif framing.length is not None:
-                content = await _read_exactly(connection, request, framing.length, limit)
+                content = await _read_exactly(connection, framing.length, limit)
             else:
-                content = await _read_until_close(connection, request, limit)
+                content = await _read_until_close(connection, limit)
                 delimited = False  # read to the end of the stream: nothing left to reuse
         except _BodyTooLarge as exc:
-            raise self._too_large(request, limit, exc.declared) from None
-        response = httpx2.Response(
-            head.status,
-            headers=head.headers,
-            stream=httpx2.ByteStream(content),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
-        )
+            raise self._too_large(host, limit, exc.declared) from None
+        response = RawResponse(head.status, head.reason, head.headers, content)
         return response, framing.keep_alive and delimited
 
     async def aclose(self) -> None:
@@ -356,14 +532,39 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
                 await connection.close()
 
 
+async def acquire_by(lock: anyio.Semaphore | anyio.CapacityLimiter, until: float) -> None:
+    """Take `lock`, waiting until `until` (an `anyio.current_time()`) at most.
+
+    No checkpoint when it is free at once: `acquire()` yields to the event loop even then, one
+    more loop iteration per request.
+
+    Raises:
+        TimeoutError: `until` passed first.
+    """
+    try:
+        lock.acquire_nowait()
+        return
+    except anyio.WouldBlock:
+        pass
+    with anyio.fail_at(until):
+        await lock.acquire()
+
+
+async def _acquire(slots: anyio.Semaphore, until: float) -> None:
+    """A connection slot, by `until` at most, else httpx's `PoolTimeout`."""
+    try:
+        await acquire_by(slots, until)
+    except TimeoutError:
+        # httpx's own name for it, so callers map it like every other transport timeout.
+        raise httpx2.PoolTimeout("waiting for a free connection timed out") from None
+
+
 # -- reading a response: every byte the server sends is checked against RFC 9112 -------------
 
 
-def _malformed(request: httpx2.Request, what: str, raw: bytes = b"") -> MalformedResponseError:
+def _malformed(what: str, raw: bytes = b"") -> MalformedResponseError:
     # At most a prefix of what the server sent: enough to recognise it, never a flood.
-    return MalformedResponseError(
-        f"malformed response: {what}", request=request, excerpt=raw[:_EXCERPT]
-    )
+    return MalformedResponseError(f"malformed response: {what}", excerpt=raw[:_EXCERPT])
 
 
 class _BodyTooLarge(Exception):
@@ -374,17 +575,17 @@ class _BodyTooLarge(Exception):
         self.declared = declared
 
 
-def _too_large(request: httpx2.Request, limit: int, declared: int | None) -> Exception:
+def _too_large(host: str, limit: int, declared: int | None) -> Exception:
     # Not an httpx error: httpx passes what a transport raises through unchanged, and the one
     # jevrefine type lets every caller catch the cap alike, whichever reader hit it.
     return ResponseTooLargeError(
-        f"the response from {request.url.host} is larger than max_response_bytes={limit:,}; "
+        f"the response from {host} is larger than max_response_bytes={limit:,}; "
         "the read stopped and the connection was closed",
         limit=limit,
     )
 
 
-def _still_open(stream: anyio.abc.ByteStream) -> bool:
+def _still_open(raw: socket.socket | None) -> bool:
     """Whether the peer has neither closed an idle connection nor sent on it unasked.
 
     One non-blocking peek at the one connection about to be reused (never a scan of the pool):
@@ -392,8 +593,7 @@ def _still_open(stream: anyio.abc.ByteStream) -> bool:
     connection instead of failing. Over TLS, bytes waiting may be a ticket or a close alert:
     either way the connection is dropped, as httpcore does.
     """
-    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-    if not isinstance(raw, socket.socket):
+    if raw is None:
         return True
     try:
         raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
@@ -404,9 +604,8 @@ def _still_open(stream: anyio.abc.ByteStream) -> bool:
     return False  # b"" (the peer closed it) or bytes nobody asked for
 
 
-def _set_options(stream: anyio.abc.ByteStream, options: tuple[SocketOption, ...]) -> None:
-    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-    if isinstance(raw, socket.socket):
+def _set_options(raw: socket.socket | None, options: tuple[SocketOption, ...]) -> None:
+    if raw is not None:
         for level, option, value in options:
             raw.setsockopt(level, option, value)
 
@@ -440,35 +639,35 @@ class _Framing:
         self.keep_alive = keep_alive
 
 
-async def _read_head(connection: _Connection, request: httpx2.Request, reused: bool) -> _Head:
+async def _read_head(connection: _Connection, reused: bool) -> _Head:
     """The status line and headers of the final response; interim 1xx responses are skipped."""
     for _ in range(_MAX_INTERIM + 1):
         buffer = connection.buffer
         while (end := buffer.find(b"\r\n\r\n")) < 0:
             if len(buffer) > _MAX_HEAD:
-                raise _malformed(request, f"the head is longer than {_MAX_HEAD} bytes")
+                raise _malformed(f"the head is longer than {_MAX_HEAD} bytes")
             if not await connection.read_more(_READ_SIZE):
                 if reused and not buffer:
                     raise _StaleConnection("the server closed an idle connection")
                 raise httpx2.RemoteProtocolError(
-                    "the server closed the connection without a full response", request=request
+                    "the server closed the connection without a full response"
                 )
         if end > _MAX_HEAD:
-            raise _malformed(request, f"the head is longer than {_MAX_HEAD} bytes")
+            raise _malformed(f"the head is longer than {_MAX_HEAD} bytes")
         lines = bytes(buffer[:end]).split(b"\r\n")
         del buffer[: end + 4]
-        version, status, reason = _status_line(lines[0], request)
+        version, status, reason = _status_line(lines[0])
         if len(lines) - 1 > _MAX_HEADERS:
-            raise _malformed(request, f"more than {_MAX_HEADERS} header lines")
-        headers = [_field(line, request) for line in lines[1:]]
+            raise _malformed(f"more than {_MAX_HEADERS} header lines")
+        headers = [_field(line) for line in lines[1:]]
         if status == 101:
-            raise _malformed(request, "101 Switching Protocols was never asked for")
+            raise _malformed("101 Switching Protocols was never asked for")
         if status >= 200:
             return _Head(version, status, reason, headers)
-    raise _malformed(request, f"more than {_MAX_INTERIM} interim (1xx) responses")
+    raise _malformed(f"more than {_MAX_INTERIM} interim (1xx) responses")
 
 
-def _status_line(line: bytes, request: httpx2.Request) -> tuple[bytes, int, bytes]:
+def _status_line(line: bytes) -> tuple[bytes, int, bytes]:
     version, _, rest = line.partition(b" ")
     status_text, _, reason = rest.partition(b" ")
     if (
@@ -478,26 +677,26 @@ def _status_line(line: bytes, request: httpx2.Request) -> tuple[bytes, int, byte
         or status_text[:1] not in b"12345"  # 100 to 599: RFC 9110's classes
         or _has_control(reason.replace(b"\t", b""))
     ):
-        raise _malformed(request, "bad status line", line)
+        raise _malformed("bad status line", line)
     return version, int(status_text), reason
 
 
-def _field(line: bytes, request: httpx2.Request) -> tuple[bytes, bytes]:
+def _field(line: bytes) -> tuple[bytes, bytes]:
     """One header or trailer line as (name, value); a folded or broken line is an error."""
     if line[:1] in (b" ", b"\t"):
         # obs-fold: RFC 9112 lets a client unfold it, but no current server sends one, and a
         # continuation line is a classic way to hide a header from one parser and not another.
-        raise _malformed(request, "a folded header line (obs-fold)", line)
+        raise _malformed("a folded header line (obs-fold)", line)
     if len(line) > _MAX_LINE:
-        raise _malformed(request, f"a header line longer than {_MAX_LINE} bytes", line)
+        raise _malformed(f"a header line longer than {_MAX_LINE} bytes", line)
     name, sep, value = line.partition(b":")
     value = value.strip(b" \t")
     if not sep or not _is_token(name) or _has_control(value.replace(b"\t", b"")):
-        raise _malformed(request, "bad header line", line)
+        raise _malformed("bad header line", line)
     return name, value
 
 
-def _framing(head: _Head, request: httpx2.Request) -> _Framing:
+def _framing(head: _Head) -> _Framing:
     """How the body is delimited, and whether the connection may be reused afterwards."""
     lengths: list[bytes] = []
     codings: list[bytes] = []
@@ -516,44 +715,42 @@ def _framing(head: _Head, request: httpx2.Request) -> _Framing:
                 close = False
     if codings and lengths:
         # RFC 9112 §6.1: both at once is how responses are smuggled; refuse the message.
-        raise _malformed(request, "both transfer-encoding and content-length")
+        raise _malformed("both transfer-encoding and content-length")
     if codings and codings != [b"chunked"]:
         # Any other coding would have to be undone here; httpx decodes content-encoding only.
-        raise _malformed(request, "unsupported transfer-encoding", b", ".join(codings))
-    length = _content_length(lengths, request)
+        raise _malformed("unsupported transfer-encoding", b", ".join(codings))
+    length = _content_length(lengths)
     return _Framing(chunked=bool(codings), length=length, keep_alive=not close)
 
 
-def _content_length(values: list[bytes], request: httpx2.Request) -> int | None:
+def _content_length(values: list[bytes]) -> int | None:
     found: int | None = None
     for raw in values:
         for part in raw.split(b","):  # `Content-Length: 5, 5` is allowed when all agree
             digits = part.strip(b" \t")
             if not digits.isdigit():
-                raise _malformed(request, "bad content-length", raw)
+                raise _malformed("bad content-length", raw)
             # More digits than any cap has: no need to build (or limit-check) a huge int.
             length = int(digits) if len(digits) <= _MAX_LENGTH_DIGITS else _HUGE
             if found is not None and length != found:
-                raise _malformed(request, "content-length values disagree", raw)
+                raise _malformed("content-length values disagree", raw)
             found = length
     return found
 
 
-async def _read_exactly(
-    connection: _Connection, request: httpx2.Request, length: int, limit: int
-) -> bytes:
+async def _read_exactly(connection: _Connection, length: int, limit: int) -> bytes:
     if length > limit:
         raise _BodyTooLarge(length)
     buffer = connection.buffer
     while len(buffer) < length:
         if not await connection.read_more(length - len(buffer)):
-            raise httpx2.RemoteProtocolError("incomplete response body", request=request)
+            raise httpx2.RemoteProtocolError("incomplete response body")
     content = bytes(buffer[:length])
     del buffer[:length]
     return content
 
 
-async def _read_until_close(connection: _Connection, request: httpx2.Request, limit: int) -> bytes:
+async def _read_until_close(connection: _Connection, limit: int) -> bytes:
     buffer = connection.buffer
     # Never ask for more than one byte past the cap: the cap bounds what is read, not only
     # what is kept.
@@ -566,63 +763,63 @@ async def _read_until_close(connection: _Connection, request: httpx2.Request, li
     return content
 
 
-async def _read_line(connection: _Connection, request: httpx2.Request, what: str) -> bytes:
+async def _read_line(connection: _Connection, what: str) -> bytes:
     """One CRLF-terminated line of the chunked framing, at most `_MAX_LINE` bytes."""
     buffer = connection.buffer
     while (end := buffer.find(b"\r\n", 0, _MAX_LINE + 2)) < 0:
         if len(buffer) > _MAX_LINE:
-            raise _malformed(request, f"{what} line longer than {_MAX_LINE} bytes", bytes(buffer))
+            raise _malformed(f"{what} line longer than {_MAX_LINE} bytes", bytes(buffer))
         if not await connection.read_more(_READ_SIZE):
-            raise httpx2.RemoteProtocolError("incomplete chunked body", request=request)
+            raise httpx2.RemoteProtocolError("incomplete chunked body")
     line = bytes(buffer[:end])
     del buffer[: end + 2]
     return line
 
 
-def _chunk_size(line: bytes, request: httpx2.Request) -> int:
+def _chunk_size(line: bytes) -> int:
     """`1*HEXDIG [ BWS ";" chunk-ext ]`; extensions are checked for control bytes, then ignored."""
     digits, sep, extension = line.partition(b";")
     if sep:
         digits = digits.rstrip(b" \t")  # BWS is allowed before the `;` only
         if _has_control(extension.replace(b"\t", b"")):
-            raise _malformed(request, "bad chunk extension", line)
+            raise _malformed("bad chunk extension", line)
     if not digits or len(digits) > _MAX_CHUNK_DIGITS or digits.translate(None, _HEXDIG):
         # Not int(x, 16): it takes '-', '+', '0x', blanks and '_', and a negative size once
         # let a server push the running total below zero and stream past the cap.
-        raise _malformed(request, "bad chunk size", line)
+        raise _malformed("bad chunk size", line)
     return int(digits, 16)
 
 
-async def _read_chunked(connection: _Connection, request: httpx2.Request, limit: int) -> bytes:
+async def _read_chunked(connection: _Connection, limit: int) -> bytes:
     buffer = connection.buffer
     parts: list[bytes] = []
     total = 0
     while True:
-        size = _chunk_size(await _read_line(connection, request, "chunk size"), request)
+        size = _chunk_size(await _read_line(connection, "chunk size"))
         if size == 0:
-            await _skip_trailers(connection, request)
+            await _skip_trailers(connection)
             return b"".join(parts)
         total += size
         if total > limit:
             raise _BodyTooLarge(None)
         while len(buffer) < size + 2:
             if not await connection.read_more(size + 2 - len(buffer)):
-                raise httpx2.RemoteProtocolError("incomplete chunk", request=request)
+                raise httpx2.RemoteProtocolError("incomplete chunk")
         if buffer[size : size + 2] != b"\r\n":
-            raise _malformed(request, "chunk data not followed by CRLF", bytes(buffer[size:]))
+            raise _malformed("chunk data not followed by CRLF", bytes(buffer[size:]))
         parts.append(bytes(buffer[:size]))
         del buffer[: size + 2]
 
 
-async def _skip_trailers(connection: _Connection, request: httpx2.Request) -> None:
+async def _skip_trailers(connection: _Connection) -> None:
     """Read the trailer section up to its blank line; trailers are checked, then dropped."""
     size = 0
     for _ in range(_MAX_HEADERS + 1):
-        line = await _read_line(connection, request, "trailer")
+        line = await _read_line(connection, "trailer")
         if not line:
             return
         size += len(line) + 2
         if size > _MAX_HEAD:
-            raise _malformed(request, f"trailers longer than {_MAX_HEAD} bytes")
-        _field(line, request)
-    raise _malformed(request, f"more than {_MAX_HEADERS} trailer lines")
+            raise _malformed(f"trailers longer than {_MAX_HEAD} bytes")
+        _field(line)
+    raise _malformed(f"more than {_MAX_HEADERS} trailer lines")

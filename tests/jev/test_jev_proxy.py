@@ -9,7 +9,10 @@ from jevrefine.jev import JudgeClient
 
 
 def transport_of(client: JudgeClient) -> object:
-    return client._http._transport  # type: ignore[attr-defined]
+    """The raw core the client calls directly, else its httpx client's transport."""
+    if client._core is not None:
+        return client._core
+    return client._http._transport  # type: ignore[union-attr]
 
 
 async def test_no_proxy_uses_the_keep_alive_transport(monkeypatch: pytest.MonkeyPatch) -> None:

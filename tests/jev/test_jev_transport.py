@@ -7,7 +7,7 @@ import httpx2
 import pytest
 from anyio.abc import SocketStream
 
-from jevrefine._transport import KeepAliveTransport
+from jevrefine._transport import HeaderLines, KeepAliveTransport
 from jevrefine.testing import HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
 
 
@@ -58,8 +58,8 @@ def client(port: int, **kwargs) -> httpx2.AsyncClient:
     )
 
 
-async def test_one_write_per_request_and_connection_reuse():
-    heads: list[bytes] = []
+def answering(reply: bytes, heads: list[bytes]) -> Callable:
+    """A handler that answers every request on a connection with `reply`, keeping the heads."""
 
     async def handler(stream, number):
         while True:
@@ -67,7 +67,14 @@ async def test_one_write_per_request_and_connection_reuse():
                 heads.append(await read_request(stream))
             except anyio.EndOfStream:
                 return
-            await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await stream.send(reply)
+
+    return handler
+
+
+async def test_one_write_per_request_and_connection_reuse():
+    heads: list[bytes] = []
+    handler = answering(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", heads)
 
     async with RawServer(handler) as server, client(server.port) as http:
         for _ in range(3):
@@ -214,3 +221,116 @@ async def test_max_connections_bounds_open_connections():
             group.start_soon(http.get, "/")
     assert server.connections == 2
     assert peak == 2
+
+
+# -- the raw core: `exchange`, below httpx2's client layer ------------------------------------
+
+
+async def test_exchange_sends_the_head_as_given_and_returns_status_headers_and_body():
+    heads: list[bytes] = []
+    reply = b"HTTP/1.1 201 Created\r\nX-Request-Id: abc\r\ncontent-length: 4\r\n\r\nbody"
+    handler = answering(reply, heads)
+    transport = KeepAliveTransport()
+    async with RawServer(handler) as server:
+        fields = [(b"Host", b"127.0.0.1"), (b"content-length", b"2")]
+        for _ in range(2):
+            raw = await transport.exchange(
+                "POST", "http", "127.0.0.1", server.port, b"/v1/x?q=1", fields, b"{}"
+            )
+            assert (raw.status_code, raw.reason, raw.content) == (201, b"Created", b"body")
+            assert raw.header(b"x-request-id") == "abc"
+            assert raw.header(b"retry-after") is None
+            assert raw.headers["x-request-id"] == "abc"  # httpx2.Headers, built on demand
+        await transport.aclose()
+    assert server.connections == 1  # kept alive between the two
+    assert heads[0] == b"POST /v1/x?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-length: 2"
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        (b"x-key", b"secret\r\nx-injected: 1"),
+        (b"x-key", b"line\nfeed"),
+        (b"x-key", b"nul\x00byte"),
+        (b"bad name", b"v"),
+        (b"", b"v"),
+    ],
+)
+async def test_exchange_refuses_a_header_line_that_would_split_the_request(field):
+    """httpx checks header values as it builds a Request; the raw core has to check them
+    itself, or a value with a newline (a key read from a file) would inject header lines."""
+    sent: list[bytes] = []
+
+    async def handler(stream, number):
+        sent.append(await stream.receive())
+
+    transport = KeepAliveTransport()
+    async with RawServer(handler) as server:
+        with pytest.raises(httpx2.LocalProtocolError):
+            await transport.exchange(
+                "GET", "http", "127.0.0.1", server.port, b"/", [(b"Host", b"h"), field], b""
+            )
+        await transport.aclose()
+    assert sent == []
+    assert server.connections == 0  # refused before connecting
+    with pytest.raises(httpx2.LocalProtocolError):
+        HeaderLines([(b"Host", b"h"), field])  # the once-checked lines of a client too
+
+
+async def test_fixed_header_lines_go_first_then_the_calls_own():
+    heads: list[bytes] = []
+    handler = answering(b"HTTP/1.1 204 No Content\r\n\r\n", heads)
+    fixed = HeaderLines([(b"Host", b"h"), (b"authorization", b"Bearer k")])
+    assert fixed.encoded == b"Host: h\r\nauthorization: Bearer k\r\n"
+    transport = KeepAliveTransport()
+    async with RawServer(handler) as server:
+        raw = await transport.exchange(
+            "GET", "http", "127.0.0.1", server.port, b"/", [(b"x-n", b"1")], b"", fixed=fixed
+        )
+        await transport.aclose()
+    assert (raw.status_code, raw.content) == (204, b"")
+    assert heads == [b"GET / HTTP/1.1\r\nHost: h\r\nauthorization: Bearer k\r\nx-n: 1"]
+
+
+async def test_exchange_timeouts_name_their_phase_and_the_connection_is_not_pooled():
+    async def handler(stream, number):
+        await read_request(stream)
+        await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhe")  # then stalls
+        await anyio.sleep(5)
+
+    transport = KeepAliveTransport()
+    async with RawServer(handler) as server:
+        with pytest.raises(httpx2.ReadTimeout) as caught:
+            await transport.exchange(
+                "GET", "http", "127.0.0.1", server.port, b"/", [(b"Host", b"h")], b"", read=0.2
+            )
+        assert caught.value._request is None  # the raw core has no httpx2.Request to name
+        assert transport._idle == {} or not any(transport._idle.values())
+        await transport.aclose()
+
+
+async def test_per_read_timeout_lets_a_slow_but_steady_body_finish():
+    async def handler(stream, number):
+        await read_request(stream)
+        await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\n")
+        for piece in (b"ab", b"cd", b"ef"):
+            await anyio.sleep(0.15)
+            await stream.send(piece)
+
+    steady = KeepAliveTransport(per_read_timeout=True)
+    whole = KeepAliveTransport()
+    async with RawServer(handler) as server:
+        args = ("GET", "http", "127.0.0.1", server.port, b"/", [(b"Host", b"h")], b"")
+        raw = await steady.exchange(*args, read=0.3)  # each gap 0.15 s < 0.3 s
+        assert raw.content == b"abcdef"
+        with pytest.raises(httpx2.ReadTimeout):
+            await whole.exchange(*args, read=0.3)  # the whole body takes 0.45 s
+    await steady.aclose()
+    await whole.aclose()
+
+
+async def test_the_httpx_adapter_names_the_request_on_the_cores_errors():
+    async with httpx2.AsyncClient(transport=KeepAliveTransport(), timeout=1) as http:
+        with pytest.raises(httpx2.ConnectError) as caught:
+            await http.get("http://127.0.0.1:9/x")
+    assert caught.value.request.url == "http://127.0.0.1:9/x"

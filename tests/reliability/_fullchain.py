@@ -172,7 +172,7 @@ async def assert_nothing_left(
 
 def judge_pool_in_use(client: JudgeClient) -> int:
     """Connections of the judge's transport that are taken (not idle, not free)."""
-    transport: Any = client._http._transport
+    transport: Any = client._core
     assert isinstance(transport, KeepAliveTransport)
     slots = transport._slots
     if slots is None:
@@ -181,7 +181,7 @@ def judge_pool_in_use(client: JudgeClient) -> int:
 
 
 def judge_idle_connections(client: JudgeClient) -> int:
-    transport: Any = client._http._transport
+    transport: Any = client._core
     return sum(len(stack) for stack in transport._idle.values())
 
 

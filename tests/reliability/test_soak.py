@@ -234,20 +234,26 @@ class Rig:
     logs: dict[str, ProxyLog] = field(default_factory=dict)
     """What each proxy saw (`model`, `judge`), filled in when the servers stop."""
     sent: dict[str, Counter[int]] = field(default_factory=dict)
-    """Requests each client began, per refinement (`model`, `judge`): an httpx request hook,
-    which runs before a connection is taken, so it counts attempts that never got out."""
+    """Requests each client began, per refinement (`model`, `judge`), counted where the raw core
+    begins an exchange, before a connection is taken: attempts that never got out count too."""
 
 
 _BODY_KEY = re.compile(rb"soak-(\d+)")
 
 
-def _count_sent(client: Any, counter: Counter[int]) -> None:
-    async def hook(request: Any) -> None:
-        match = _BODY_KEY.search(request.content)
+def _count_exchanges(core: Any, counter: Counter[int]) -> None:
+    """Count each request a client on the transport's raw core begins (JudgeClient's own pool,
+    the model's lean request; no httpx client, so no hooks), per refinement: counted as the
+    exchange begins, before a connection is taken, so attempts that never got out count too."""
+    exchange = core.exchange
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        match = _BODY_KEY.search(args[6])  # the body
         if match is not None:
             counter[int(match.group(1))] += 1
+        return await exchange(*args, **kwargs)
 
-    client.event_hooks["request"].append(hook)
+    core.exchange = counting
 
 
 @contextlib.contextmanager
@@ -302,8 +308,9 @@ async def _rig(total: int, mode: str = "faults", rate: float = RATE) -> AsyncIte
         )
         rig = Rig((clients[0], clients[1]), model, judge_client, logs)
         rig.sent = {"model": Counter(), "judge": Counter()}
-        _count_sent(model.client._client, rig.sent["model"])  # the SDK's httpx client
-        _count_sent(judge_client._http, rig.sent["judge"])
+        # `call()` sends on the lean transport's raw core, below the SDK's httpx client.
+        _count_exchanges(model._lean._transport, rig.sent["model"])  # type: ignore[union-attr]
+        _count_exchanges(judge_client._core, rig.sent["judge"])
         try:
             yield rig
         finally:

@@ -32,7 +32,13 @@ from pydantic_core import from_json, to_json
 from .. import _validate as check
 from .._closing import AsyncClosing
 from .._headers import redact, redact_error
-from .._transport import KeepAliveTransport, MalformedResponseError
+from .._transport import (
+    HeaderLines,
+    KeepAliveTransport,
+    MalformedResponseError,
+    RawResponse,
+    acquire_by,
+)
 from .._version import __version__
 from ..exceptions import ResponseTooLargeError
 from ..telemetry import InstrumentationSettings, Telemetry, joined_span
@@ -134,8 +140,10 @@ def _request_headers(key: str) -> dict[str, str]:
     return headers
 
 
-def _default_http_client(timeout: float, max_concurrency: int | None) -> httpx2.AsyncClient:
-    """The built-in pool: the keep-alive transport, or httpx's own when a proxy is set."""
+def _default_pool(
+    timeout: float, max_concurrency: int | None
+) -> httpx2.AsyncClient | KeepAliveTransport:
+    """The built-in pool: the keep-alive transport's raw core, or httpx's client with a proxy."""
     pool = max(_POOL_SIZE, max_concurrency or 0)
     if _proxy_configured():
         # The lean transport speaks no proxy protocol: honour HTTP(S)_PROXY with httpx's.
@@ -143,10 +151,29 @@ def _default_http_client(timeout: float, max_concurrency: int | None) -> httpx2.
             timeout=timeout,
             limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool),
         )
-    return httpx2.AsyncClient(
-        timeout=timeout,
-        transport=KeepAliveTransport(max_connections=pool, keepalive_expiry=_KEEPALIVE_EXPIRY),
-    )
+    # Called directly, below httpx2's client layer: its Request/Response objects and `send`
+    # cost more CPU per call than the rest of the call (see `jevrefine._transport`).
+    return KeepAliveTransport(max_connections=pool, keepalive_expiry=_KEEPALIVE_EXPIRY)
+
+
+class _Route:
+    """Where one endpoint's requests go, worked out once for the raw core."""
+
+    __slots__ = ("host", "port", "scheme", "target")
+
+    def __init__(self, url: str) -> None:
+        parsed = httpx2.URL(url)
+        self.scheme = parsed.scheme
+        self.host = parsed.host
+        self.port = parsed.port
+        self.target = parsed.raw_path
+
+
+def _header_of(response: httpx2.Response | RawResponse, name: str) -> str | None:
+    if isinstance(response, RawResponse):
+        return response.header(name.encode("ascii"))
+    value: str | None = response.headers.get(name)
+    return value
 
 
 class JudgeClient(AsyncClosing):
@@ -234,9 +261,10 @@ class JudgeClient(AsyncClosing):
         self._headers = _request_headers(key)
         # Kept only to blank it out of what a server echoes back; never printed.
         self._secret = key or None
+        self._secret_bytes = self._secret.encode("ascii") if self._secret else None
         self._owns_http = http_client is None
-        self._http = (
-            _default_http_client(self._timeout, self._max_concurrency)
+        pool = (
+            _default_pool(self._timeout, self._max_concurrency)
             if http_client is None
             else check.instance(
                 "http_client",
@@ -247,6 +275,20 @@ class JudgeClient(AsyncClosing):
                 error=error,
             )
         )
+        self._http: httpx2.AsyncClient | None = None
+        self._core: KeepAliveTransport | None = None
+        if isinstance(pool, KeepAliveTransport):
+            self._core = pool
+            self._routes = {url: _Route(url) for url in (self._system_one_url, self._models_url)}
+            # The header lines httpx would send, less `accept-encoding`: the answer comes back
+            # as sent, with no decoder to run (one that is encoded anyway is still decoded).
+            host = httpx2.Request("GET", self._system_one_url).headers["host"]
+            self._fields = HeaderLines(
+                [(b"host", host.encode("ascii"))]
+                + [(k.encode("ascii"), v.encode("ascii")) for k, v in self._headers.items()]
+            )
+        else:
+            self._http = pool
         self._telemetry = Telemetry(
             instrumentation,
             tracer_provider=tracer_provider,
@@ -340,7 +382,10 @@ class JudgeClient(AsyncClosing):
     async def aclose(self) -> None:
         """Close the connection pool (unless the `http_client` was given to us)."""
         if self._owns_http:
-            await self._http.aclose()
+            if self._core is not None:
+                await self._core.aclose()
+            elif self._http is not None:
+                await self._http.aclose()
 
     def __repr__(self) -> str:
         # The key is deliberately absent.
@@ -388,19 +433,20 @@ class JudgeClient(AsyncClosing):
         text = content[: limit + margin].decode("utf-8", "replace")
         return str(redact(text, self._secret))[:limit]
 
-    def _request_id(self, response: httpx2.Response) -> str | None:
+    def _request_id(self, response: httpx2.Response | RawResponse) -> str | None:
         """The request id header, scrubbed: it lands in errors, spans and metrics."""
-        value = response.headers.get(REQUEST_ID_HEADER)
+        value = _header_of(response, REQUEST_ID_HEADER)
         return None if value is None else str(redact(value, self._secret))
 
-    def _decode_ok(self, response: httpx2.Response) -> Any:
+    def _decode_ok(self, response: httpx2.Response | RawResponse) -> Any:
         """The 2xx body, decoded, with the API key scrubbed out of every string in it.
 
         Scrubbed once, here, before anything is kept: a server that echoes the key (in `model`,
         a label, an id) would otherwise carry it into the response, spans, metrics and errors.
         """
+        content = response.content
         try:
-            data = from_json(response.content)
+            data = from_json(content)
         except ValueError as exc:
             # pydantic_core's reason names the position ("number out of range at line 1 ...").
             reason = str(exc)[:200]
@@ -409,6 +455,11 @@ class JudgeClient(AsyncClosing):
                 body=self._excerpt(response.content, 1000),
                 request_id=self._request_id(response),
             ) from None
+        secret = self._secret_bytes
+        if secret is None or (secret not in content and b"\\" not in content):
+            # Without an escape every decoded string is a slice of the raw bytes: no key in
+            # them, none in the data, and the walk over it is skipped.
+            return data
         return redact(data, self._secret)
 
     async def _send(
@@ -418,7 +469,7 @@ class JudgeClient(AsyncClosing):
         content: bytes | None,
         timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
         span: Span | None,
-    ) -> httpx2.Response:
+    ) -> httpx2.Response | RawResponse:
         """Send with retries; a 2xx response, or the last error once retrying is over."""
         policy = self._retry
         per_operation = self._timeout if timeout is None else timeout
@@ -464,26 +515,37 @@ class JudgeClient(AsyncClosing):
         headers: Mapping[str, str],
         per_operation: float,
         deadline: float,
-    ) -> httpx2.Response:
+    ) -> httpx2.Response | RawResponse:
         remaining = deadline - anyio.current_time()
         if remaining <= 0:
             raise JudgeTimeoutError(self._budget_message())
         limiter = self._limiter
         if limiter is None and self._max_concurrency is not None:
             limiter = self._limiter = anyio.CapacityLimiter(self._max_concurrency)
-        response: httpx2.Response | None = None
-        with anyio.CancelScope(deadline=deadline) as scope:
-            if limiter is not None:
-                async with limiter:
-                    response = await self._request(
-                        method, url, content, headers, min(per_operation, remaining)
-                    )
+        response: httpx2.Response | RawResponse | None = None
+        timeout = min(per_operation, remaining)
+        if limiter is not None:  # a `max_concurrency` slot, within the budget
+            try:
+                await acquire_by(limiter, deadline)
+            except TimeoutError:
+                raise JudgeTimeoutError(self._budget_message()) from None
+        try:
+            if self._core is not None:
+                # The raw core bounds every phase by the deadline itself: no scope around it.
+                try:
+                    response = await self._request(method, url, content, headers, timeout, deadline)
+                except JudgeTimeoutError:
+                    if anyio.current_time() < deadline:
+                        raise  # a phase's own timeout
+                    raise JudgeTimeoutError(self._budget_message()) from None
             else:
-                response = await self._request(
-                    method, url, content, headers, min(per_operation, remaining)
-                )
-        if response is None or scope.cancelled_caught:
-            raise JudgeTimeoutError(self._budget_message())
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    response = await self._request(method, url, content, headers, timeout, deadline)
+                if response is None or scope.cancelled_caught:
+                    raise JudgeTimeoutError(self._budget_message())
+        finally:
+            if limiter is not None:
+                limiter.release()
         status = response.status_code
         if 200 <= status < 300:
             return response
@@ -502,8 +564,20 @@ class JudgeClient(AsyncClosing):
         content: bytes | None,
         headers: Mapping[str, str],
         timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
-    ) -> httpx2.Response:
+        deadline: float,
+    ) -> httpx2.Response | RawResponse:
         try:
+            if self._core is not None:
+                fields: list[tuple[bytes, bytes]] = []
+                if headers is not self._headers:  # a retry: the retry count header on top
+                    count = headers[RETRY_COUNT_HEADER].encode()
+                    fields.append((RETRY_COUNT_HEADER.encode(), count))
+                if content is not None:
+                    fields.append((b"content-length", b"%d" % len(content)))
+                return await self._exchange(
+                    self._core, (method, self._routes[url]), content, fields, (timeout, deadline)
+                )
+            assert self._http is not None  # one of the two is always set
             # No pool timeout: waiting for a free connection is queueing, not a slow server,
             # and is bounded by `total_timeout` already. Counting it against `timeout` made calls
             # beyond the pool size fail as timeouts under load.
@@ -523,6 +597,11 @@ class JudgeClient(AsyncClosing):
         except MalformedResponseError as exc:
             shown = f" {self._excerpt(exc.excerpt, 80)!r}" if exc.excerpt else ""
             raise JudgeResponseError(f"{method} {url}: {exc}{shown}") from None
+        except httpx2.DecodingError as exc:
+            # A `content-encoding` whose bytes do not decode: an answer no retry would mend.
+            raise JudgeResponseError(
+                f"{method} {url}: the body does not decode ({type(exc).__name__})"
+            ) from None
         except httpx2.TimeoutException as exc:
             # `from None`: httpx's exception holds the request, and the request holds the key.
             raise JudgeTimeoutError(
@@ -533,7 +612,46 @@ class JudgeClient(AsyncClosing):
                 f"{method} {url}: connection failed ({type(exc).__name__}: {exc})"
             ) from None
 
-    def _error_body(self, response: httpx2.Response) -> Any:
+    async def _exchange(
+        self,
+        core: KeepAliveTransport,
+        where: tuple[str, _Route],
+        content: bytes | None,
+        fields: list[tuple[bytes, bytes]],
+        limits: tuple[float, float],
+    ) -> RawResponse:
+        """One request on the raw core; its errors are httpx's, as on the httpx path.
+
+        `where` is (method, route), `fields` the call's own header lines, `limits` (seconds per
+        operation, the call's deadline).
+        """
+        method, route = where
+        timeout, deadline = limits
+        response = await core.exchange(
+            method,
+            route.scheme,
+            route.host,
+            route.port,
+            route.target,
+            fields,
+            content or b"",
+            connect=timeout,
+            write=timeout,
+            read=timeout,
+            fixed=self._fields,
+            deadline=deadline,
+        )
+        if response.header(b"content-encoding") is not None:
+            # Not asked for, but sent anyway: decoded as httpx would, the same bytes either way.
+            decoded = httpx2.Response(
+                response.status_code,
+                headers=response.raw_headers,
+                stream=httpx2.ByteStream(response.content),
+            )
+            response.content = await decoded.aread()
+        return response
+
+    def _error_body(self, response: httpx2.Response | RawResponse) -> Any:
         """An error response's body, decoded when it is JSON, scrubbed of the key either way."""
         content = response.content
         if not content:

@@ -30,6 +30,7 @@ It reads each body whole, so streams get a second client: the SDK's default one,
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import httpx2
 from httpx2._utils import URLPattern, get_environment_proxies
@@ -45,6 +46,7 @@ __all__ = [
     "bounded_http_client",
     "check_max_response_bytes",
     "lean_http_client",
+    "lean_parts",
     "proxy_applies",
 ]
 
@@ -87,22 +89,36 @@ def lean_http_client(
     factory: Callable[..., httpx2.AsyncClient],
     base_url: httpx2.URL,
     max_response_bytes: int,
+    **options: Any,
+) -> httpx2.AsyncClient:
+    """`bounded_http_client`, with the lean transport mounted for `base_url`'s origin.
+
+    Falls back to the plain bounded client when a proxy applies to `base_url`, or the URL is not
+    plain `http`/`https`: the lean transport speaks no proxy protocol. `options` are
+    `lean_parts`'s keywords (`max_connections`, `keepalive_expiry`, `error`, `socket_options`).
+    """
+    return lean_parts(factory, base_url, max_response_bytes, **options)[0]
+
+
+def lean_parts(
+    factory: Callable[..., httpx2.AsyncClient],
+    base_url: httpx2.URL,
+    max_response_bytes: int,
     *,
     max_connections: int,
     keepalive_expiry: float,
     error: type[ResponseTooLargeError] = ResponseTooLargeError,
     socket_options: Sequence[SocketOption] = (),
-) -> httpx2.AsyncClient:
-    """`bounded_http_client`, with the lean transport mounted for `base_url`'s origin.
+) -> tuple[httpx2.AsyncClient, KeepAliveTransport | None]:
+    """`lean_http_client`'s client, and the lean transport mounted in it (or `None`: fell back).
 
-    Falls back to the plain bounded client when a proxy applies to `base_url`, or the URL is not
-    plain `http`/`https`: the lean transport speaks no proxy protocol.
+    For an adapter that also calls the transport's raw core itself: one pool serves both.
     """
     if base_url.scheme not in ("http", "https") or not base_url.host or proxy_applies(base_url):
-        return bounded_http_client(factory, max_response_bytes, error=error)
+        return bounded_http_client(factory, max_response_bytes, error=error), None
 
-    def too_large(request: httpx2.Request, limit: int, declared: int | None) -> Exception:
-        return _too_large(error, limit, request.url.host, declared)
+    def too_large(host: str, limit: int, declared: int | None) -> Exception:
+        return _too_large(error, limit, host, declared)
 
     lean = KeepAliveTransport(
         max_connections=max_connections,
@@ -115,7 +131,7 @@ def lean_http_client(
     )
     origin = f"{base_url.scheme}://{base_url.netloc.decode('ascii')}"
     hook = _ResponseCap(max_response_bytes, error)
-    return factory(event_hooks={"response": [hook]}, mounts={origin: lean})
+    return factory(event_hooks={"response": [hook]}, mounts={origin: lean}), lean
 
 
 def _too_large(

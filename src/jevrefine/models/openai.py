@@ -39,6 +39,7 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
     ) from _import_error
 
 from .._headers import parse_retry_after, redact_error, safe_headers
+from .._transport import RawResponse
 from ..exceptions import (
     EmptyResponseError,
     IncompleteResponseError,
@@ -68,9 +69,10 @@ from ..messages import (
 from ._bounded_transport import (
     DEFAULT_MAX_RESPONSE_BYTES,
     bounded_http_client,
-    lean_http_client,
+    lean_parts,
 )
 from ._deadlines import END, Pace, call_expired
+from ._lean_openai import LeanPost, eligible
 from ._sdk import Holdings, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
@@ -200,8 +202,10 @@ class OpenAIChatModel(ChatModel):
                 )
             self._client = self._stream_client = client
             owned = None
+            self._lean: LeanPost | None = None
         else:
-            self._client, self._stream_client = owned = _own_clients(settings)
+            self._client, self._stream_client, self._lean = _own_clients(settings)
+            owned = (self._client, self._stream_client)
         # Kept only to scrub it out of what the server sends; never printed.
         self._secret = _key_of(self._client)
         self._read = Reader(None if self._secret == _PLACEHOLDER_KEY else self._secret)
@@ -262,14 +266,19 @@ class OpenAIChatModel(ChatModel):
         try:
             # The whole call, the SDK's retries included: the SDK's timeout is per read only.
             with anyio.CancelScope(deadline=anyio.current_time() + self._deadlines.total) as scope:
-                # The SDK's low-level post: its auth headers, retries and error types, without
-                # its params transform and response models (the adapter builds plain JSON and
-                # reads the answer itself): about half the SDK's CPU per call.
-                raw = await self._client.post(
-                    _COMPLETIONS_PATH,
-                    body=params if extra_body is None else {**params, **extra_body},
-                    cast_to=httpx2.Response,
-                )
+                body = params if extra_body is None else {**params, **extra_body}
+                lean = self._lean
+                if lean is not None:
+                    # The SDK's headers, retries and error types on the transport's raw core,
+                    # without httpx's client layer (see `_lean_openai`).
+                    raw: httpx2.Response | RawResponse = await lean.post(body)
+                else:
+                    # The SDK's low-level post: its auth headers, retries and error types,
+                    # without its params transform and response models (the adapter builds
+                    # plain JSON and reads the answer itself): about half the SDK's CPU.
+                    raw = await self._client.post(
+                        _COMPLETIONS_PATH, body=body, cast_to=httpx2.Response
+                    )
                 completion = _completion_of(raw)
         except ModelError as error:  # raised by the capped HTTP client
             self._redact(error)
@@ -476,12 +485,13 @@ class OpenAIChatModel(ChatModel):
         return value
 
 
-def _own_clients(settings: AdapterSettings) -> tuple[AsyncOpenAI, AsyncOpenAI]:
-    """The SDK clients an adapter builds itself: one for whole responses, one for streams.
+def _own_clients(settings: AdapterSettings) -> tuple[AsyncOpenAI, AsyncOpenAI, LeanPost | None]:
+    """The SDK clients an adapter builds itself (whole responses; streams), and a lean request.
 
     Both use the SDK's default HTTP client (its limits, timeouts, redirects, proxies, trust
     store) with bodies capped; whole responses additionally go through the lean keep-alive
-    transport when no proxy applies to the base URL (see `_bounded_transport`).
+    transport when no proxy applies to the base URL (see `_bounded_transport`), and `call()`
+    calls that transport's raw core with the SDK's headers, retries and errors (`_lean_openai`).
     """
     base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
     key = settings.api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -499,9 +509,9 @@ def _own_clients(settings: AdapterSettings) -> tuple[AsyncOpenAI, AsyncOpenAI]:
         client = AsyncOpenAI(
             api_key=key, base_url=base_url, max_retries=settings.max_retries, **extra
         )
-        return client, client
+        return client, client, None
     factory = openai.DefaultAsyncHttpxClient
-    calls = lean_http_client(
+    calls, transport = lean_parts(
         factory,
         httpx2.URL(base_url or _OPENAI_URL),
         cap,
@@ -511,7 +521,10 @@ def _own_clients(settings: AdapterSettings) -> tuple[AsyncOpenAI, AsyncOpenAI]:
     client = AsyncOpenAI(
         api_key=key, base_url=base_url, max_retries=settings.max_retries, http_client=calls, **extra
     )
-    return client, client.with_options(http_client=bounded_http_client(factory, cap))
+    streams = client.with_options(http_client=bounded_http_client(factory, cap))
+    if transport is None or not eligible(client):
+        return client, streams, None
+    return client, streams, LeanPost(client, transport, _COMPLETIONS_PATH)
 
 
 def _key_of(client: AsyncOpenAI) -> str | None:
@@ -612,19 +625,26 @@ def _wrapped(value: object) -> Any:
     return value
 
 
-def _completion_of(response: httpx2.Response) -> object:
+def _completion_of(response: httpx2.Response | RawResponse) -> object:
     """The body of a 200 as the SDK's `create` would hand it over.
 
     A JSON object (wrapped), another JSON value, or the text when the body is not JSON and does
     not claim to be; `ValueError` (translated by the caller) when it claims JSON and is not.
     """
-    content_type = response.headers.get("content-type", "*").split(";", 1)[0]
+    if isinstance(response, RawResponse):
+        content_type = (response.header(b"content-type") or "*").split(";", 1)[0]
+    else:
+        content_type = response.headers.get("content-type", "*").split(";", 1)[0]
     if content_type.endswith("json"):
         data = json.loads(response.content)
     else:
         try:
             data = json.loads(response.content)
         except ValueError:
+            if isinstance(response, RawResponse):  # decoded by its charset, as httpx does
+                response = httpx2.Response(
+                    200, headers=response.raw_headers, content=response.content
+                )
             return response.text
     return _JSONObject(data) if isinstance(data, dict) else data
 
