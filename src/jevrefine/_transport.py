@@ -211,6 +211,7 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         head.extend(b"%s: %s\r\n" % (name, value) for name, value in request.headers.raw)
         head.append(b"\r\n")
         payload = b"".join(head) + body
+        del head  # its lines would stay alive (about 1 KB) for as long as the exchange lasts
         try:
             with anyio.fail_after(_timeout(request, "pool")):
                 await self._slots.acquire()
