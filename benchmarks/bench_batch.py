@@ -51,6 +51,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -93,11 +94,18 @@ class ServerUrls(Protocol):
 
 
 class Servers:
-    """The fake OpenAI and Jev servers in a child process (their own GIL)."""
+    """The fake OpenAI and Jev servers in a child process (their own GIL).
+
+    `command` runs other servers that print their two base URLs the same way (`bench_ray`'s).
+    """
+
+    def __init__(self, command: list[str] | None = None) -> None:
+        self.command = command or [sys.executable, "-c", SERVERS.format(latency=LATENCY)]
 
     def __enter__(self) -> Servers:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", SERVERS.format(latency=LATENCY)],
+            self.command,
+            cwd=Path(__file__).resolve().parent.parent,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -38,7 +38,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,6 +53,7 @@ import jevrefine as jr
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 from jevrefine.testing._http import HTTPRequest, HTTPResponse, StreamingHTTPResponse
 
+from . import bench_batch
 from ._harness import bar, emit, figure, load_average
 from .bench_batch import http_client, prompts, run_http_floor, run_http_refine_many
 from .bench_scaling import servers_cpu
@@ -125,25 +125,11 @@ def serve() -> None:
     anyio.run(main)
 
 
-class Servers:
+class Servers(bench_batch.Servers):
     """The timed servers in a child process (their own GIL); `window()` reads and resets."""
 
-    def __enter__(self) -> Servers:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.bench_ray", "--serve"],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.model_url, self.jev_url = self.process.stdout.readline().split()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
+    def __init__(self) -> None:
+        super().__init__([sys.executable, "-m", "benchmarks.bench_ray", "--serve"])
 
     def window(self) -> dict[str, float]:
         with urllib.request.urlopen(self.model_url + WINDOW_PATH, timeout=30) as answer:
