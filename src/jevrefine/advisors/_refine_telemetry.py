@@ -25,6 +25,7 @@ from ..telemetry import mark_failed as _mark_failed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from contextvars import Token
     from types import TracebackType
 
     from opentelemetry.context import Context
@@ -123,13 +124,14 @@ class CurrentSpan:
 
     __slots__ = ("_end_on_exit", "_mark_failure", "_span", "_token")
 
+    _token: Token[Context]  # set on entry
+
     def __init__(
         self, span: Span, *, end_on_exit: bool = False, mark_failure: bool = False
     ) -> None:
         self._span = span
         self._end_on_exit = end_on_exit
         self._mark_failure = mark_failure
-        self._token: object = None
 
     def __enter__(self) -> Span:
         self._token = context_api.attach(trace.set_span_in_context(self._span))
@@ -144,7 +146,7 @@ class CurrentSpan:
         try:
             if exc is not None and self._mark_failure:
                 mark_failed(self._span, exc)
-            context_api.detach(self._token)  # type: ignore[arg-type]
+            context_api.detach(self._token)
         finally:
             if self._end_on_exit:
                 self._span.end()
