@@ -158,8 +158,13 @@ def machine_cpu() -> float:
 async def actor_client(
     model_url: str, jev_url: str, concurrency: int, reports: str
 ) -> AsyncIterator[jr.ChatClient]:
-    """An actor's factory: `bench_batch`'s client; at teardown, its process's CPU to `reports`."""
+    """An actor's factory: `bench_batch`'s client; at teardown, its process's CPU to `reports`.
+
+    Ray Data builds the client on an actor's first batch: an actor that got none (a quick run's
+    few batches all went to the other) leaves no `started-` marker and is not waited for.
+    """
     cpu0 = time.process_time()
+    (Path(reports) / f"started-{os.getpid()}-{time.monotonic_ns()}").write_text("")
     async with http_client(_Urls(model_url, jev_url), concurrency) as client:
         yield client
     report = {"pid": os.getpid(), "cpu": time.process_time() - cpu0, "jevrefine": jr.__file__}
@@ -196,8 +201,8 @@ def start_ray() -> tuple[Any, float]:
     return ray, time.perf_counter() - started
 
 
-def run_ray(ray: Any, servers: Servers, n: int, actors: int) -> float | None:
-    """Refine `n` inputs with `actors` actors (blocking); the actors' CPU (None: unreported)."""
+def run_ray(ray: Any, servers: Servers, n: int, actors: int) -> tuple[float | None, int]:
+    """Refine `n` inputs with `actors` actors (blocking); see `actor_cpu`."""
     from jevrefine.ray import refine_dataset
 
     with tempfile.TemporaryDirectory() as reports:
@@ -220,37 +225,44 @@ def run_ray(ray: Any, servers: Servers, n: int, actors: int) -> float | None:
         failed = [row["error"] for row in rows if row["error"] is not None]
         assert len(rows) == n, (len(rows), n)
         assert not failed, failed[:3]
-        return actor_cpu(Path(reports), actors)
+        return actor_cpu(Path(reports))
 
 
-def actor_cpu(reports: Path, actors: int) -> float | None:
-    """Wait for the actors' reports (Ray retires them after the dataset is done)."""
+def actor_cpu(reports: Path) -> tuple[float | None, int]:
+    """The CPU of the actors that refined (None: one did not report) and how many they were.
+
+    Ray retires the actors after the dataset is done: their reports come a little later.
+    """
     deadline = time.monotonic() + 60
-    found: list[Path] = []
+    started = found = 0
     while time.monotonic() < deadline:
-        found = sorted(reports.glob("actor-*.json"))
-        if len(found) >= actors:
+        started = len(list(reports.glob("started-*")))
+        found = len(list(reports.glob("actor-*.json")))
+        if started and found >= started:
             break
         time.sleep(0.1)
-    if len(found) < actors:
-        return None  # an actor not retired gracefully reports nothing: say so, not 0
-    seen = [json.loads(p.read_text()) for p in found]
+    if not started or found < started:
+        return None, started  # an actor not retired gracefully reports nothing: say so, not 0
+    seen = [json.loads(p.read_text()) for p in reports.glob("actor-*.json")]
     elsewhere = {s["jevrefine"] for s in seen} - {jr.__file__}
     assert not elsewhere, f"the actors imported another jevrefine: {elsewhere}"
-    return float(sum(s["cpu"] for s in seen))
+    return float(sum(s["cpu"] for s in seen)), started
 
 
 # --- measuring -------------------------------------------------------------------------------
 
 
-async def timed(
-    servers: Servers, run: Callable[[], Awaitable[float | None]]
-) -> dict[str, float | None]:
+Outcome = tuple[float | None, int] | None
+"""What a contender's run returns: a Ray run, its actors' CPU and how many refined."""
+
+
+async def timed(servers: Servers, run: Callable[[], Awaitable[Outcome]]) -> dict[str, float | None]:
     """One run: end-to-end wall, the servers' active window, and every CPU figure."""
     servers.window()  # resets it
     server0, machine0 = servers.cpu(), machine_cpu()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    workers = await run()
+    outcome = await run()
+    workers, processes = (None, 1) if outcome is None else outcome
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     window = servers.window()
     return {
@@ -259,6 +271,7 @@ async def timed(
         "requests": window["requests"],
         "driver_cpu": cpu,
         "workers_cpu": workers,
+        "processes": processes,
         "servers_cpu": servers.cpu() - server0,
         "machine_cpu": machine_cpu() - machine0,
     }
@@ -277,13 +290,13 @@ async def measure(n: int, rounds: int) -> dict[str, Any]:
                 # requests (a few ms) in its window.
                 await run_http_floor(servers, n, CONCURRENCY)
 
-            def on_ray(actors: int) -> Callable[[], Awaitable[float | None]]:
-                async def run() -> float | None:
+            def on_ray(actors: int) -> Callable[[], Awaitable[Outcome]]:
+                async def run() -> Outcome:
                     return await anyio.to_thread.run_sync(run_ray, ray, servers, n, actors)
 
                 return run
 
-            contenders: dict[str, Callable[[], Awaitable[float | None]]] = {
+            contenders: dict[str, Callable[[], Awaitable[Outcome]]] = {
                 IN_PROCESS: in_process,
                 FLOOR: floor,
                 RAY_1: on_ray(1),
@@ -338,6 +351,7 @@ def summary(samples: list[dict[str, float | None]], n: int, name: str) -> dict[s
         "machine_bound": None if client is None else (client + servers) / cores,
         "machine_busy": (_median(samples, "machine_cpu") or 0.0) / (wall * cores),
         "requests": _median(samples, "requests"),
+        "processes": min(s["processes"] or 0 for s in samples),
     }
 
 
@@ -379,6 +393,8 @@ def report(data: dict[str, Any], n: int, rounds: int) -> tuple[str, dict[str, An
             f"| {cpu_cell(row['machine_cpu'])} ({row['machine_busy']:.0%}) "
             f"| {'–' if bound is None else f'{bound:.2f} s'} |"
         )
+    if two["processes"] < 2:
+        lines += ["", f"Note: in a round of {RAY_2}, only one actor got batches to refine."]
     ratio_window = two["rate_window"] / one["rate_window"]
     ratio_wall = two["rate_wall"] / one["rate_wall"]
     lines += [
