@@ -66,7 +66,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks, side by side with the alternatives; `-- --quick` for a short run."""
-    _install(session, "bench")
+    _install(session, "bench", "ray")  # bench_ray measures the Ray path
     session.run("python", "-m", "benchmarks", *session.posargs)
 
 

@@ -23,8 +23,15 @@ Target: under 50 KB per in-flight refinement, measured with `refine_iter` with e
 dropped as it arrives (what a stream to disk holds). `refine_many` keeps every result in its list
 until the end, so its figure (also reported, labelled) grows with N, not with what is in flight.
 Both build their clients inside the traced run, so the connection pool that grows to the
-concurrency is counted; a third row warms the client first (pool open, lazy imports done), to
-show what one more refinement costs on a running service.
+concurrency is counted. The warm rows show what one more refinement costs on a running service,
+at `--in-flight` refinements at once (1,000 at full size): the client first runs a wave untraced
+(imports, caches), then a traced one, and the peak is measured over a third run above the
+memory traced after the second (the pool's connections are in that baseline). The earlier
+method, tracing from an untraced warm-up, stays beside it: it counts as in-flight memory every
+keep-alive connection that expired between the runs (the SDK's pool keeps idle connections 5 s;
+a traced run at 1,000 in flight takes longer) and was reopened, although the one it replaces was
+freed; at 1,000 in flight that is every connection. `--where` adds the top 15 lines of a
+snapshot taken with that many in flight (above the warmed baseline), grouped by file and by line.
 
 Run with `python -m benchmarks.bench_batch [--quick] [--rounds N]`.
 """
@@ -44,7 +51,8 @@ import sys
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 import httpx2
@@ -78,12 +86,26 @@ anyio.run(main)
 """
 
 
+class ServerUrls(Protocol):
+    """Where the fake servers listen: a running `Servers`, or another benchmark's."""
+
+    model_url: str
+    jev_url: str
+
+
 class Servers:
-    """The fake OpenAI and Jev servers in a child process (their own GIL)."""
+    """The fake OpenAI and Jev servers in a child process (their own GIL).
+
+    `command` runs other servers that print their two base URLs the same way (`bench_ray`'s).
+    """
+
+    def __init__(self, command: list[str] | None = None) -> None:
+        self.command = command or [sys.executable, "-c", SERVERS.format(latency=LATENCY)]
 
     def __enter__(self) -> Servers:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", SERVERS.format(latency=LATENCY)],
+            self.command,
+            cwd=Path(__file__).resolve().parent.parent,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -106,20 +128,26 @@ def prompts(n: int) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def http_client(servers: Servers, concurrency: int) -> AsyncIterator[jr.ChatClient]:
+async def http_client(servers: ServerUrls, concurrency: int) -> AsyncIterator[jr.ChatClient]:
     """The refining client: the model on the fake OpenAI server, a Jev judge on the fake Jev."""
     async with (
         # A generous timeout: under tracemalloc everything is several times slower.
         OpenAIChatModel(
             "fake", base_url=servers.model_url, api_key="sk-bench", timeout=600
         ) as model,
-        JudgeClient("jev-bench", base_url=servers.jev_url, max_concurrency=concurrency) as jev,
+        JudgeClient(
+            "jev-bench",
+            base_url=servers.jev_url,
+            max_concurrency=concurrency,
+            timeout=600,
+            total_timeout=600,
+        ) as jev,
     ):
         judge = Judge(jev, [noul("is_good", Noul("Is the answer good?"), 0.0)])
         yield jr.ChatClient(model, advisors=[SelfRefineAdvisor(judge, max_repeat_attempts=1)])
 
 
-async def run_http_refine_many(servers: Servers, n: int, concurrency: int) -> float:
+async def run_http_refine_many(servers: ServerUrls, n: int, concurrency: int) -> float:
     async with http_client(servers, concurrency) as client:
         started = time.perf_counter()
         results = await jr.refine_many(client, prompts(n), concurrency=concurrency)
@@ -139,19 +167,80 @@ async def stream_http(client: jr.ChatClient, n: int, concurrency: int) -> None:
     assert not failed, f"{failed} of {n} failed"
 
 
-async def run_http_refine_iter(servers: Servers, n: int, concurrency: int) -> None:
+async def run_http_refine_iter(servers: ServerUrls, n: int, concurrency: int) -> None:
     async with http_client(servers, concurrency) as client:
         await stream_http(client, n, concurrency)
 
 
-async def http_warm_peak(servers: Servers, n: int, concurrency: int) -> int:
-    """`refine_iter`'s peak on a client that already ran a full wave (pool open, imports done)."""
-    async with http_client(servers, concurrency) as client:
-        await stream_http(client, concurrency, concurrency)
-        return await peak_bytes(lambda: stream_http(client, n, concurrency))
+async def http_warm_peaks(servers: ServerUrls, in_flight: int, repeats: int) -> dict[str, Any]:
+    """`refine_iter`'s peaks at `in_flight` on a warmed client: above an untraced warm-up (the
+    earlier method, once) and above a traced one (the pool and what replaced expired connections
+    in the baseline), `repeats` times in the same traced session (the median is reported)."""
+    n = 2 * in_flight  # the peak depends on what is in flight: two waves suffice
+    async with http_client(servers, in_flight) as client:
+        await stream_http(client, in_flight, in_flight)
+        untraced = await peak_bytes(lambda: stream_http(client, n, in_flight))
+        await stream_http(client, in_flight, in_flight)
+        gc.collect()
+        tracemalloc.start()
+        warm = []
+        try:
+            await stream_http(client, n, in_flight)  # traced: the connections it opens count
+            for _ in range(repeats):
+                gc.collect()
+                baseline = tracemalloc.get_traced_memory()[0]
+                tracemalloc.reset_peak()
+                await stream_http(client, n, in_flight)
+                warm.append(tracemalloc.get_traced_memory()[1] - baseline)
+        finally:
+            tracemalloc.stop()
+    return {
+        "untraced_warmup": untraced,
+        "traced_warmup": statistics.median(warm),
+        "traced_warmup_samples": warm,
+    }
 
 
-async def recorded_jev_call(servers: Servers) -> tuple[str, dict[str, Any]]:
+async def where_bytes(servers: ServerUrls, in_flight: int, top: int = 15) -> dict[str, Any]:
+    """The top `top` files and lines of what `in_flight` refinements hold (a warmed client).
+
+    The snapshot is taken in steady state, when half of the second wave has finished, against
+    one taken after a traced warm-up wave (the pool open, in both).
+    """
+    async with http_client(servers, in_flight) as client:
+        await stream_http(client, in_flight, in_flight)
+        tracemalloc.start()
+        try:
+            await stream_http(client, in_flight, in_flight)
+            gc.collect()
+            base = tracemalloc.take_snapshot()
+            snapshot: tracemalloc.Snapshot | None = None
+            stream = jr.refine_iter(client, prompts(3 * in_flight), concurrency=in_flight)
+            async with contextlib.aclosing(stream):
+                async for done, _ in enumerate_async(stream):
+                    if done == in_flight + in_flight // 2:
+                        snapshot = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+    assert snapshot is not None
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    snapshot, base = snapshot.filter_traces(ignore), base.filter_traces(ignore)
+    found: dict[str, Any] = {}
+    for key in ("filename", "lineno"):
+        stats = snapshot.compare_to(base, key)
+        found[key] = [(str(s.traceback), s.size_diff, s.count_diff) for s in stats[:top]]
+    found["total"] = sum(s.size_diff for s in snapshot.compare_to(base, "filename"))
+    return found
+
+
+async def enumerate_async(stream: AsyncIterator[Any]) -> AsyncIterator[tuple[int, Any]]:
+    count = 0
+    async for item in stream:
+        count += 1
+        yield count, item
+
+
+async def recorded_jev_call(servers: ServerUrls) -> tuple[str, dict[str, Any]]:
     """The Jev request path and body of one refinement, as jevrefine sends them."""
     captured: list[httpx2.Request] = []
 
@@ -169,7 +258,7 @@ async def recorded_jev_call(servers: Servers) -> tuple[str, dict[str, Any]]:
     return captured[-1].url.path, json.loads(captured[-1].content)
 
 
-async def run_http_floor(servers: Servers, n: int, concurrency: int) -> float:
+async def run_http_floor(servers: ServerUrls, n: int, concurrency: int) -> float:
     """The CPU floor: the same two POSTs per item on `FloorClient`, a semaphore."""
     jev_path, jev_body = await recorded_jev_call(servers)
     jev_suffix = _suffix(servers.jev_url, jev_path)
@@ -193,7 +282,7 @@ async def run_http_floor(servers: Servers, n: int, concurrency: int) -> float:
     return elapsed
 
 
-async def run_http_httpx_loop(servers: Servers, n: int, concurrency: int) -> float:
+async def run_http_httpx_loop(servers: ServerUrls, n: int, concurrency: int) -> float:
     """The httpx2 loop: the same two POSTs per item, a semaphore, one httpx2 client."""
     jev_path, jev_body = await recorded_jev_call(servers)
     jev_url = f"{servers.jev_url.rstrip('/')}{_suffix(servers.jev_url, jev_path)}"
@@ -271,7 +360,26 @@ async def peak_bytes(run: Callable[[], Awaitable[object]]) -> int:
         tracemalloc.stop()
 
 
-async def measure(n: int, concurrency: int, rounds: int) -> dict[str, Any]:
+async def measure_warm(
+    servers: ServerUrls, in_flight: int, where: bool, repeats: int
+) -> dict[str, Any]:
+    """The warm rows (and, with `where`, the top lines) at `in_flight` refinements at once."""
+    peaks = await http_warm_peaks(servers, in_flight, repeats)
+    found: dict[str, Any] = {"in_flight": in_flight, **peaks}
+    if where:
+        found["where"] = await where_bytes(servers, in_flight)
+    return found
+
+
+async def measure_memory_only(in_flight: int, where: bool, repeats: int) -> dict[str, Any]:
+    with Servers() as servers:
+        found = await measure_warm(servers, in_flight, where, repeats)
+    return {"load_average": load_average(), **found}
+
+
+async def measure(
+    n: int, concurrency: int, rounds: int, in_flight: int, where: bool
+) -> dict[str, Any]:
     times: dict[str, list[float]] = {
         "http refine_many": [],
         "http floor": [],
@@ -301,7 +409,7 @@ async def measure(n: int, concurrency: int, rounds: int) -> dict[str, Any]:
         memory_http_kept = await peak_bytes(
             lambda: run_http_refine_many(servers, waves, concurrency)
         )
-        memory_http_warm = await http_warm_peak(servers, waves, concurrency)
+        memory_http_warm = await measure_warm(servers, in_flight, where, repeats=rounds)
     for round_index in range(rounds):
         local = [("local refine_many", run_local_refine_many), ("local gather", run_local_gather)]
         for name, local_run in local if round_index % 2 == 0 else reversed(local):
@@ -369,8 +477,7 @@ def report(data: dict[str, Any], n: int, concurrency: int, rounds: int) -> str:
         "|---|---|---|",
         f"| HTTP `refine_iter`, each result dropped as it arrives | "
         f"{data['memory_http'] / 2**20:.1f} MiB | **{per_flight:.1f} KiB** |",
-        f"| HTTP `refine_iter`, client warmed first (pool open) | {warm / 2**20:.1f} MiB | "
-        f"{warm / concurrency / 1024:.1f} KiB |",
+        *warm_rows(warm),
         f"| HTTP `refine_many`, all {waves_traced:,} results kept in its list | "
         f"{kept / 2**20:.1f} MiB | {kept / concurrency / 1024:.1f} KiB |",
         f"| in process `refine_many` | {data['memory_local'] / 2**20:.1f} MiB | "
@@ -387,6 +494,68 @@ def report(data: dict[str, Any], n: int, concurrency: int, rounds: int) -> str:
         f"{kept / concurrency / 1024:.1f} KiB; "
         f"`gather` holds every input's task at once: "
         f"{data['memory_gather'] / max(data['memory_local'], 1):.1f}× `refine_many`'s peak.",
+        f"- Warm, {warm['in_flight']:,} in flight: "
+        f"**{warm['traced_warmup'] / warm['in_flight'] / 1024:.1f} KiB** per refinement "
+        "(target ≤ 40 KiB).",
+        *where_table(warm),
+    ]
+    return "\n".join(lines)
+
+
+def warm_rows(warm: dict[str, Any]) -> list[str]:
+    """The warm rows of the memory table: both methods, at `warm["in_flight"]`."""
+    in_flight = warm["in_flight"]
+    samples = warm["traced_warmup_samples"]
+    spread = ", ".join(f"{v / in_flight / 1024:.1f}" for v in samples)
+    traced = warm["traced_warmup"]
+    untraced = warm["untraced_warmup"]
+    return [
+        f"| HTTP `refine_iter`, warm client, {in_flight:,} in flight, above a traced warm-up "
+        f"(pool in the baseline; median of {len(samples)}: {spread}) | {traced / 2**20:.1f} MiB "
+        f"| **{traced / in_flight / 1024:.1f} KiB** |",
+        f"| HTTP `refine_iter`, warm client, {in_flight:,} in flight, above an untraced warm-up "
+        f"(the earlier method: reopened connections count) | {untraced / 2**20:.1f} MiB "
+        f"| {untraced / in_flight / 1024:.1f} KiB |",
+    ]
+
+
+def where_table(warm: dict[str, Any]) -> list[str]:
+    """The top files and lines of a steady-state snapshot, when `--where` was given."""
+    where = warm.get("where")
+    if not where:
+        return []
+    in_flight = warm["in_flight"]
+    lines = [
+        "",
+        f"Where the bytes go with {in_flight:,} in flight (steady state, above a traced warm-up; "
+        f"{where['total'] / in_flight / 1024:.1f} KiB per refinement in that snapshot):",
+        "",
+        "| by | place | bytes per refinement | blocks per refinement |",
+        "|---|---|---:|---:|",
+    ]
+    for key in ("filename", "lineno"):
+        for place, size, count in where[key]:
+            short = place.split("site-packages/")[-1].split("/src/")[-1]
+            short = short.rsplit("/", 1)[-1] if short.startswith("/") else short  # the stdlib
+            lines.append(
+                f"| {key} | `{short}` | {size / in_flight:,.0f} | {count / in_flight:.1f} |"
+            )
+    return lines
+
+
+def report_memory_only(data: dict[str, Any]) -> str:
+    lines = [
+        f"## Batch refinement: memory at {data['in_flight']:,} in flight",
+        "",
+        f"Python {platform.python_version()}, jevrefine {jr.__version__}; servers answer after "
+        f"50 ms each, from a child process. Load average at the end: {data['load_average']}. "
+        f"Command: `python -m benchmarks.bench_batch --memory-only --in-flight "
+        f"{data['in_flight']}{' --where' if 'where' in data else ''}`.",
+        "",
+        "| peak traced memory (tracemalloc) | total | per in-flight refinement |",
+        "|---|---|---|",
+        *warm_rows(data),
+        *where_table(data),
     ]
     return "\n".join(lines)
 
@@ -395,9 +564,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000 inputs at 100, for a smoke run")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per contender")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=None,
+        help="refinements in flight for the warm memory rows (default: 1,000; --quick: 100)",
+    )
+    parser.add_argument("--memory-only", action="store_true", help="only the warm memory rows")
+    parser.add_argument("--where", action="store_true", help="add the top 15 files and lines")
     args = parser.parse_args(argv)
     n, concurrency, rounds = (1_000, 100, 1) if args.quick else (10_000, 500, args.rounds)
-    data = anyio.run(measure, n, concurrency, rounds)
+    in_flight = args.in_flight or (concurrency if args.quick else 1_000)
+    if args.memory_only:
+        memory = anyio.run(measure_memory_only, in_flight, args.where, rounds)
+        emit(report_memory_only(memory), memory)
+        return
+    data = anyio.run(measure, n, concurrency, rounds, in_flight, args.where)
     waves = math.ceil(n / concurrency)
     ideal = max(waves * 2 * LATENCY, data["cpu"]["http floor"])
     bars = [bar(name, values) for name, values in data["samples"].items()]

@@ -385,6 +385,7 @@ class KeepAliveTransport(httpx2.AsyncBaseTransport):
         head.append(b"\r\n")
         head.append(body)
         payload = b"".join(head)
+        del head  # its lines would stay alive (about 1 KB) for as long as the exchange lasts
         slots = self._slots
         if slots is None:
             slots = self._slots = anyio.Semaphore(self._max_connections)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from opentelemetry import context as context_api
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from ..telemetry import (
@@ -23,6 +25,8 @@ from ..telemetry import mark_failed as _mark_failed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from contextvars import Token
+    from types import TracebackType
 
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
@@ -104,6 +108,48 @@ def end_loop(
 def mark_failed(span: Span, error: BaseException) -> str:
     """Status ERROR and `error.type`; never the exception's text (it may quote content)."""
     return _mark_failed(span, error, describe=False)
+
+
+class CurrentSpan:
+    """`span` made current for a block, as `trace.use_span` (recording nothing itself) does.
+
+    `mark_failure` marks the span failed when the block raises (any `BaseException`, while the
+    span is still current); `end_on_exit` ends it when the block is left.
+
+    A slotted class rather than a generator context manager: a refinement keeps two of these
+    (the loop's and the attempt's) for as long as it runs, and `use_span`'s generator frame
+    holds about 690 bytes against this one's 350 (both hold the context token: measured with
+    tracemalloc).
+    """
+
+    __slots__ = ("_end_on_exit", "_mark_failure", "_span", "_token")
+
+    _token: Token[Context]  # set on entry
+
+    def __init__(
+        self, span: Span, *, end_on_exit: bool = False, mark_failure: bool = False
+    ) -> None:
+        self._span = span
+        self._end_on_exit = end_on_exit
+        self._mark_failure = mark_failure
+
+    def __enter__(self) -> Span:
+        self._token = context_api.attach(trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if exc is not None and self._mark_failure:
+                mark_failed(self._span, exc)
+            context_api.detach(self._token)
+        finally:
+            if self._end_on_exit:
+                self._span.end()
 
 
 def start_attempt(telemetry: Telemetry, number: int, parent: Context | None = None) -> Span:

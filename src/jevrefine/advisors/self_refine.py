@@ -18,15 +18,12 @@ the judge sees and what a retry re-runs: see `SelfRefineAdvisor.DEFAULT_ORDER` a
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
-
-from opentelemetry import trace
 
 from .. import _validate, context_keys
 from .._request import ChatClientRequest, ChatClientResponse, context_entry, with_usage
@@ -45,8 +42,8 @@ from ._refine_input import (
 )
 from ._refine_stream import check_stream_mode, refine_stream
 from ._refine_telemetry import (
+    CurrentSpan,
     end_loop,
-    mark_failed,
     record_evaluator_error,
     record_verdict,
     start_attempt,
@@ -56,7 +53,7 @@ from .chain import HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE
 from .tool_calling import ToolCallingAdvisor
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from opentelemetry.trace import Span
 
@@ -313,9 +310,7 @@ class SelfRefineAdvisor:
         span = start_loop(telemetry, self.max_repeat_attempts, chain.trace_parent)
         started = time.perf_counter()
         try:
-            with trace.use_span(
-                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-            ):
+            with CurrentSpan(span):
                 response = await self._refine(loop)
         except BaseException as exc:
             elapsed = time.perf_counter() - started
@@ -338,12 +333,7 @@ class SelfRefineAdvisor:
             attempt_request, records = loop.attempt_request(self, previous)
             span = start_attempt(loop.telemetry, number)
             # Exception texts may quote model output: the span gets the error type, not the text.
-            with (
-                trace.use_span(
-                    span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-                ),
-                _failure_marked(span),
-            ):
+            with CurrentSpan(span, end_on_exit=True, mark_failure=True):
                 clear_last_call()
                 response = await loop.rest.next_call(attempt_request)
                 evaluated = last_call()  # the `chat` span of the answer about to be judged
@@ -409,15 +399,6 @@ class SelfRefineAdvisor:
             f"SelfRefineAdvisor({self.judge!r}, max_repeat_attempts={self.max_repeat_attempts}, "
             f"order={self.order})"
         )
-
-
-@contextlib.contextmanager
-def _failure_marked(span: Span) -> Iterator[None]:
-    try:
-        yield
-    except BaseException as exc:
-        mark_failed(span, exc)
-        raise
 
 
 def _asks_for_tools(response: ChatClientResponse) -> bool:

@@ -171,25 +171,28 @@ class _ResponseCap:
             raise _too_large(self._error, limit, response.request.url.host, int(declared))
         stream = response.stream
         assert isinstance(stream, httpx2.AsyncByteStream)
-        response.stream = _CappedStream(stream, limit, self._error, response)
+        # The stream keeps the request (for the error's host), not the response: the response
+        # holds its stream, so a back reference would make every response a reference cycle,
+        # left for the garbage collector instead of freed when the SDK is done with it.
+        response.stream = _CappedStream(stream, limit, self._error, response.request)
 
 
 class _CappedStream(httpx2.AsyncByteStream):
     """A response body stream that raises once more than `limit` bytes have come through."""
 
-    __slots__ = ("_error", "_limit", "_response", "_stream")
+    __slots__ = ("_error", "_limit", "_request", "_stream")
 
     def __init__(
         self,
         stream: httpx2.AsyncByteStream,
         limit: int,
         error: type[ResponseTooLargeError],
-        response: httpx2.Response,
+        request: httpx2.Request,
     ) -> None:
         self._stream = stream
         self._limit = limit
         self._error = error
-        self._response = response
+        self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         left = self._limit
@@ -198,7 +201,7 @@ class _CappedStream(httpx2.AsyncByteStream):
             if left < 0:
                 # Closing a response that was not read to its end closes the connection.
                 await self._stream.aclose()
-                raise _too_large(self._error, self._limit, self._response.request.url.host, None)
+                raise _too_large(self._error, self._limit, self._request.url.host, None)
             yield chunk
 
     async def aclose(self) -> None:
