@@ -288,10 +288,18 @@ class Row:
     """Retries whose answer repeats the feedback (see `mark_retries`)."""
     unchanged: int = 0
     """Retries whose answer is the previous attempt's, word for word."""
+    returned_echo: bool = False
+    """The returned answer is a retry that echoes the feedback (see `mark_retries`)."""
 
     @property
     def baseline(self) -> bool:
         return bool(self.oracle and self.oracle[0])
+
+    @property
+    def final_answered(self) -> bool:
+        """Passed, and not by echoing the feedback: a verifier can pass the instruction's own
+        text (e.g. "no quotation left unexplained" holds for a text without quotations)."""
+        return self.final and not self.returned_echo
 
 
 async def run_refine(
@@ -464,10 +472,12 @@ def mark_retries(row: Row, case: Case) -> Row:
     instruction's description, which an answer that follows the request has no reason to copy.
     """
     quotes = [d[:40].lower() for d in case.descriptions()]
-    for previous, answer in zip(row.answers, row.answers[1:], strict=False):
+    pairs = zip(row.answers, row.answers[1:], strict=False)
+    for number, (previous, answer) in enumerate(pairs, start=2):
         text = answer.lower()
         if any(w in text for w in _FEEDBACK_WORDS) or any(q and q in text for q in quotes):
             row.echoed += 1
+            row.returned_echo = row.returned_echo or number == row.chosen
         if answer.strip() == previous.strip():
             row.unchanged += 1
     return row
@@ -551,6 +561,7 @@ def summarise(rows: list[Row]) -> dict[str, dict[str, Any]]:
     }
     for setup, group in setups.items():
         summary = paired_summary([r.baseline for r in group], [r.final for r in group])
+        answered = paired_summary([r.baseline for r in group], [r.final_answered for r in group])
         judged = [
             (bool(j), o) for r in group for j, o in zip(r.judged, r.oracle, strict=False)
             if j is not None
@@ -566,6 +577,8 @@ def summarise(rows: list[Row]) -> dict[str, dict[str, Any]]:
             "echo_rate": sum(r.echoed for r in group) / retries if retries else None,
             "unchanged_rate": sum(r.unchanged for r in group) / retries if retries else None,
             "judge_agreement": agreement(judged) if setup.startswith("model-judge") else None,
+            "answered_lift": answered["lift"],
+            "answered_lift_ci95": answered["lift_ci95"],
         }
     return out
 
@@ -574,6 +587,14 @@ def _selection(args: argparse.Namespace) -> str:
     if args.from_dump:
         return "those run into " + ", ".join(f"`{Path(p).name}`" for p in args.from_dump)
     return f"{'the first' if args.first else 'evenly spaced'}, from number {args.skip + 1}"
+
+
+def _answered(summary: Mapping[str, Any]) -> str:
+    """The lift when a returned answer that echoes the feedback counts as failed."""
+    if "answered_lift" not in summary:
+        return ""
+    lo, hi = summary["answered_lift_ci95"]
+    return f"{summary['answered_lift'] * 100:+.1f} pp ({lo * 100:+.0f}, {hi * 100:+.0f})"
 
 
 def _retries(summary: Mapping[str, Any]) -> str:
@@ -600,10 +621,10 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
         lines += [
             f"### {model}",
             "",
-            "| setup | baseline | final | lift (95 % CI) | improved / degraded | error intro. | "
-            "attempts | echoed / unchanged retries | model tokens / prompt | "
-            "judge tokens / prompt | s / prompt | kappa |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| setup | baseline | final | lift (95 % CI) | lift, an echo failing | "
+            "improved / degraded | error intro. | attempts | echoed / unchanged retries | "
+            "model tokens / prompt | judge tokens / prompt | s / prompt | kappa |",
+            "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for setup, s in summary.items():
             lo, hi = s["lift_ci95"]
@@ -612,6 +633,7 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
             lines.append(
                 f"| {setup} | {s['baseline_pass_rate']:.0%} | {s['final_pass_rate']:.0%} "
                 f"| {s['lift'] * 100:+.1f} pp ({lo * 100:+.0f}, {hi * 100:+.0f}) "
+                f"| {_answered(s)} "
                 f"| {s['improved']} / {s['degraded']} | {s['error_introduction_rate']:.1%} "
                 f"| {s['attempts']:.2f} | {_retries(s)} "
                 f"| {s['model_tokens']:,.0f} | {s['judge_tokens']:,.0f} "
@@ -654,7 +676,7 @@ def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
             if line.strip():
                 data = json.loads(line)
                 model = data.pop("model")
-                row = Row(**{**data, "echoed": 0, "unchanged": 0})
+                row = Row(**{**data, "echoed": 0, "unchanged": 0, "returned_echo": False})
                 rows.setdefault(model, []).append(mark_retries(row, cases[row.case]))
     return rows
 

@@ -97,6 +97,19 @@ def test_echoes_and_repeats_are_counted() -> None:
     assert bq.mark_retries(quoting, case).echoed == 1
 
 
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
+def test_a_pass_by_echoing_the_feedback_is_not_an_answered_pass() -> None:
+    case = bq.Case.of(convert.load_cases()[0])
+    echo = "The answer broke these rules: " + case.descriptions()[0]
+    returned = bq.Row(case.id, "verifiers", answers=["draft", echo], final=True, chosen=2)
+    assert not bq.mark_retries(returned, case).final_answered
+    # An echo that was not returned does not count against the returned answer.
+    earlier = bq.Row(
+        case.id, "verifiers", answers=["draft", echo, "a real answer"], final=True, chosen=3
+    )
+    assert bq.mark_retries(earlier, case).final_answered
+
+
 def test_the_subset_is_evenly_spaced_unless_first() -> None:
     cases = [{"id": str(i)} for i in range(10)]
     assert [c["id"] for c in bq.select(cases, 3)] == ["0", "3", "6"]
