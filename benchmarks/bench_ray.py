@@ -277,8 +277,7 @@ async def timed(servers: Servers, run: Callable[[], Awaitable[Outcome]]) -> dict
     }
 
 
-async def measure(n: int, rounds: int) -> dict[str, Any]:
-    ray, ray_start = await anyio.to_thread.run_sync(start_ray)
+async def measure(ray: Any, ray_start: float, n: int, rounds: int) -> dict[str, Any]:
     try:
         with Servers() as servers:
 
@@ -428,7 +427,11 @@ def main(argv: list[str] | None = None) -> None:
         emit(f"## Ray: skipped\n\n{reason}.", {"skipped": reason})
         return
     n, rounds = (300, 1) if args.quick else (4_000, args.rounds)
-    data = anyio.run(measure, n, rounds)
+    # Ray starts on the main thread: its raylet and GCS die with the thread that started them
+    # (the parent-death signal is per thread), and a worker thread of anyio's pool retires after
+    # 10 s idle, which took the local cluster down in the middle of a run.
+    ray, ray_start = start_ray()
+    data = anyio.run(measure, ray, ray_start, n, rounds)
     markdown, rows = report(data, n, rounds)
     bars = [
         bar(name, [n / s["window"] for s in samples]) for name, samples in data["samples"].items()
