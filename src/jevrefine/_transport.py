@@ -161,6 +161,22 @@ class RawResponse:
                 return value.decode("latin-1")
         return None
 
+    async def decoded(self, request: httpx2.Request | None = None) -> RawResponse:
+        """This answer with its `content-encoding` undone as httpx would, that line dropped.
+
+        Dropped so that whatever reads the bytes next does not decode them again. Raises
+        `httpx2.DecodingError` (naming `request`) when the bytes do not decode.
+        """
+        response = httpx2.Response(
+            self.status_code,
+            headers=self.raw_headers,
+            stream=httpx2.ByteStream(self.content),
+            request=request,
+        )
+        content = await response.aread()
+        plain = [(k, v) for k, v in self.raw_headers if k.lower() != b"content-encoding"]
+        return RawResponse(self.status_code, self.reason, plain, content)
+
     @property
     def headers(self) -> httpx2.Headers:
         """Every header as `httpx2.Headers`, built on first use (error paths, mostly)."""

@@ -643,12 +643,7 @@ class JudgeClient(AsyncClosing):
         )
         if response.header(b"content-encoding") is not None:
             # Not asked for, but sent anyway: decoded as httpx would, the same bytes either way.
-            decoded = httpx2.Response(
-                response.status_code,
-                headers=response.raw_headers,
-                stream=httpx2.ByteStream(response.content),
-            )
-            response.content = await decoded.aread()
+            return await response.decoded()
         return response
 
     def _error_body(self, response: httpx2.Response | RawResponse) -> Any:

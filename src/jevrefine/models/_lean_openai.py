@@ -129,7 +129,7 @@ class LeanPost:
                 if raw.header(b"content-encoding") is not None:
                     # Sent although not asked for: decoded as httpx would (a failure to decode
                     # is a request error there too).
-                    raw = await self._decoded(raw, payload)
+                    raw = await raw.decoded(self._request(payload))
             except httpx2.TimeoutException as exc:
                 if remaining > 0:
                     await self._sleep(remaining, None)
@@ -193,15 +193,3 @@ class LeanPost:
             # own pace (the capped client's response hook marks it alike).
             response.headers["x-should-retry"] = "false"
         return response
-
-    async def _decoded(self, raw: RawResponse, payload: bytes) -> RawResponse:
-        response = httpx2.Response(
-            raw.status_code,
-            headers=raw.raw_headers,
-            stream=httpx2.ByteStream(raw.content),
-            request=self._request(payload),
-        )
-        decoded = await response.aread()
-        # The bytes are plain now: what reads them next must not decode them again.
-        plain = [(k, v) for k, v in raw.raw_headers if k.lower() != b"content-encoding"]
-        return RawResponse(raw.status_code, raw.reason, plain, decoded)
