@@ -72,6 +72,15 @@ class Counted:
             return Stream(await connect(*args, **kwargs))
 
         monkeypatch.setattr(_transport.anyio, "connect_tcp", counting)
+        # On asyncio the transport's connections are their own protocols (`_PeerConnection`):
+        # what the event loop reads into one is counted as it lands.
+        landed = _transport._PeerConnection.buffer_updated
+
+        def counting_landed(connection: Any, nbytes: int) -> None:
+            counter.received += nbytes
+            landed(connection, nbytes)
+
+        monkeypatch.setattr(_transport._PeerConnection, "buffer_updated", counting_landed)
 
 
 async def _get(server: HostileServer, *, cap: int = CAP, times: int = 1) -> list[Any]:

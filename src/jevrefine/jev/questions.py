@@ -25,7 +25,7 @@ they are sent.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
@@ -78,6 +78,11 @@ def _wire_content(value: Any) -> Any:
     return value
 
 
+def _text_only(*contents: object) -> bool:
+    """Whether every piece is a str (or absent): a wire form that nothing can change later."""
+    return all(c is None or type(c) is str for c in contents)
+
+
 def _short(content: Content) -> str:
     text = content if isinstance(content, str) else repr(content)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -99,6 +104,7 @@ class Noul:
     """What a "no" looks like (also the wording of the defect when the judge says no)."""
     type: ClassVar[Literal["noul"]] = "noul"
     """The wire type."""
+    _wire: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_content(self.instructions, "Noul instructions")
@@ -106,6 +112,8 @@ class Noul:
             value = getattr(self, side)
             if value is not None:
                 _check_content(value, f"Noul {side} (of {_short(self.instructions)!r})")
+        if _text_only(self.instructions, self.when_true, self.when_false):
+            object.__setattr__(self, "_wire", self.to_wire())
 
     def to_wire(self) -> dict[str, Any]:
         """The question as the API expects it."""
@@ -133,6 +141,7 @@ class Choice:
     """Label -> description (or `None`), 1 to 255 labels, in the order given."""
     type: ClassVar[Literal["choice"]] = "choice"
     """The wire type."""
+    _wire: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_content(self.instructions, "Choice instructions")
@@ -159,6 +168,8 @@ class Choice:
             if description is not None:
                 _check_content(description, f"{what}, the description of {label!r}")
         object.__setattr__(self, "options", MappingProxyType(options))
+        if _text_only(self.instructions, *options.values()):
+            object.__setattr__(self, "_wire", self.to_wire())
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -187,6 +198,7 @@ class Score:
     """The rubric, lowest first (level index = position)."""
     type: ClassVar[Literal["score"]] = "score"
     """The wire type."""
+    _wire: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_content(self.instructions, "Score instructions")
@@ -202,6 +214,8 @@ class Score:
         for i, level in enumerate(levels):
             _check_content(level, f"{what}, level {i}")
         object.__setattr__(self, "levels", levels)
+        if _text_only(self.instructions, *levels):
+            object.__setattr__(self, "_wire", self.to_wire())
 
     @property
     def max_level(self) -> int:
@@ -219,6 +233,7 @@ class Score:
 
 Question: TypeAlias = Noul | Choice | Score
 """Any of the typed questions."""
+_TYPED: Final = frozenset({Noul, Choice, Score})
 
 
 def check_state(state: object) -> None:
@@ -243,6 +258,13 @@ def questions_to_wire(questions: Mapping[str, Question | Mapping[str, Any]]) -> 
         JudgeUsageError: no questions, a bad question id, or a question the API would refuse; the
             message names the question.
     """
+    return _to_wire(questions, shared=False)
+
+
+def _to_wire(
+    questions: Mapping[str, Question | Mapping[str, Any]], *, shared: bool
+) -> dict[str, Any]:
+    """`questions_to_wire`, or with `shared` the kept wire forms (read-only, see `_wire`)."""
     if not isinstance(questions, Mapping):
         raise JudgeUsageError(
             f"questions must be a dict of id -> Noul/Choice/Score, got {type(questions).__name__}"
@@ -253,7 +275,10 @@ def questions_to_wire(questions: Mapping[str, Question | Mapping[str, Any]]) -> 
     for qid, question in questions.items():
         if not isinstance(qid, str) or not qid:
             raise JudgeUsageError(f"question ids must be non-empty str, got {qid!r}")
-        if isinstance(question, Noul | Choice | Score):
+        kept = getattr(question, "_wire", None) if shared else None
+        if kept is not None and type(question) in _TYPED:
+            wire[qid] = kept
+        elif isinstance(question, Noul | Choice | Score):
             wire[qid] = question.to_wire()
         elif isinstance(question, Mapping):
             wire[qid] = _checked_wire_question(qid, question)
@@ -269,12 +294,18 @@ def check_system_one_args(
 ) -> dict[str, Any]:
     """The checks of a `system_one` call, made before any request: the questions in wire form.
 
+    The wire forms are to be read, never changed: a typed question's may be the one it keeps for
+    every call (built once: `JudgeClient.system_one` spent more on rebuilding it than on
+    encoding the body, `python -m benchmarks.bench_judge_client`). `questions_to_wire` gives
+    fresh ones.
+
     Raises:
         JudgeUsageError: a state the API rejects (`check_state`), or bad questions
             (`questions_to_wire`).
     """
-    check_state(state)
-    return questions_to_wire(questions)
+    if type(state) not in (str, dict):  # the common cases, without the ABC checks
+        check_state(state)
+    return _to_wire(questions, shared=True)
 
 
 def _checked_wire_question(qid: str, question: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Final, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Literal, TypeAlias, TypeGuard, TypeVar
 
 from ..messages import Usage
 from .errors import AnswerNotFoundError, JudgeResponseError
@@ -55,6 +56,7 @@ MAX_TOKEN_COUNT: Final = 2**53 - 1
 """The largest token count accepted in `usage` (exact as a float, fits an OTel int64)."""
 _MAX_LEVEL_DIGITS: Final = 2
 _MAX_PATH: Final = 200
+_LARGEST_FLOAT: Final = sys.float_info.max
 
 
 class UnknownAnswerWarning(UserWarning):
@@ -355,6 +357,11 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
 
     Answers of unknown types are set aside in `unknown_answers` with an `UnknownAnswerWarning`.
     """
+    quick = _parse_common(data, request_id)
+    if quick is not None:
+        return quick
+    # Anything out of the ordinary (an int where a float is usual, an unknown answer type, a
+    # bad value): the field-by-field reading below, which names what is wrong.
     try:
         body = _mapping(data, "")
         model = body.get("model")
@@ -397,6 +404,107 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
             stacklevel=3,
         )
         return SystemOneResponse(model, answers, usage, request_id, unknown)
+    return SystemOneResponse(model, answers, usage, request_id)
+
+
+# -- the common case, read in one pass ---------------------------------------------------------
+#
+# `parse_system_one` spent more CPU than the rest of a `JudgeClient.system_one` call's client
+# side (`python -m benchmarks.bench_judge_client`): a path string per value, a helper call per
+# number. What Jev sends every time (floats, level keys "0" to "9", known answer types) is read
+# here with exact type tests and no paths; the first thing that is not so hands the whole body to
+# the field-by-field reading above, which accepts or refuses it and names the field. So this
+# accepts a subset of what that accepts, never more: `tests/jev/test_jev_responses.py` feeds both
+# the same hostile bodies.
+
+_LEVEL_OF: Final[Mapping[str, int]] = MappingProxyType(
+    {str(n): n for n in range(10**_MAX_LEVEL_DIGITS)}
+    | {f"{n:0{_MAX_LEVEL_DIGITS}d}": n for n in range(10 ** (_MAX_LEVEL_DIGITS - 1))}
+)
+"""Every key `_level` accepts ("0" to "99", and "00" to "09"), to its level."""
+
+
+def _is_probability(value: object) -> TypeGuard[float]:
+    # NaN fails both comparisons; ints (and bools) go to the careful path.
+    return type(value) is float and 0.0 <= value <= 1.0
+
+
+def _is_distribution(probabilities: Mapping[Any, Any]) -> bool:
+    for value in probabilities.values():
+        if not _is_probability(value):
+            return False
+    return abs(math.fsum(probabilities.values()) - 1.0) <= PROBABILITY_TOLERANCE
+
+
+def _common_answer(raw: object) -> Answer | None:
+    if type(raw) is not dict:
+        return None
+    kind = raw.get("type")
+    confidence = raw.get("confidence")
+    if confidence is not None and not _is_probability(confidence):
+        return None
+    if kind == "noul":
+        noul = raw.get("noul")
+        return NoulAnswer(noul) if _is_probability(noul) else None
+    probabilities = raw.get("probabilities")
+    if type(probabilities) is not dict:
+        return None
+    if kind == "choice":
+        label = raw.get("choice")
+        if type(label) is not str or not _is_distribution(probabilities):
+            return None
+        return ChoiceAnswer(label, probabilities, confidence)
+    if kind != "score":
+        return None  # an unknown type: set aside (with its warning) by the careful path
+    score, legend = raw.get("score"), raw.get("legend")
+    if type(score) is not float or not 0.0 <= score <= _LARGEST_FLOAT or type(legend) is not dict:
+        return None
+    levels = _LEVEL_OF
+    for key in (*legend, *probabilities):
+        if key not in levels:
+            return None
+    if not _is_distribution(probabilities):
+        return None
+    return ScoreAnswer(
+        score,
+        {levels[k]: v for k, v in legend.items()},
+        {levels[k]: v for k, v in probabilities.items()},
+        confidence,
+    )
+
+
+def _common_usage(raw: object) -> Usage | None:
+    if raw is None:
+        return Usage()
+    if type(raw) is not dict:
+        return None
+    counts = []
+    for name in ("input_tokens", "output_tokens"):
+        value = raw.get(name, 0)
+        if value is None:
+            value = 0
+        if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+            return None
+        counts.append(value)
+    return Usage(*counts)
+
+
+def _parse_common(data: object, request_id: str | None) -> SystemOneResponse | None:
+    """The response, if it is of the common shape and valid; else `None` (nothing raised)."""
+    if type(data) is not dict:
+        return None
+    model, raw_answers = data.get("model"), data.get("answers")
+    if type(model) is not str or type(raw_answers) is not dict:
+        return None
+    answers: dict[str, Answer] = {}
+    for name, raw in raw_answers.items():
+        answer = _common_answer(raw)
+        if answer is None:
+            return None
+        answers[name] = answer
+    usage = _common_usage(data.get("usage"))
+    if usage is None:
+        return None
     return SystemOneResponse(model, answers, usage, request_id)
 
 
@@ -486,31 +594,31 @@ def _check_answers(
     questions: Mapping[str, Question | Mapping[str, Any]],
     allow_missing: bool = False,
 ) -> None:
-    if not response.answers and not response.unknown_answers:
+    answers, unknown = response.answers, response.unknown_answers
+    if not answers and not unknown:
         raise _Bad("answers", "an answer to each question asked (got none)")
-    for qid in (*response.answers, *response.unknown_answers):
+    for qid in (*answers, *unknown) if unknown else answers:
         if qid not in questions:
             raise _Bad(f"answers.{qid}", "answers to the questions asked only (not asked)")
     for qid, question in questions.items():
         kind, labels, max_level = _expectation(question)
-        path = f"answers.{qid}"
-        answer = response.answers.get(qid)
+        answer = answers.get(qid)
         if kind not in _PARSERS:  # a newer question type: its answer is the caller's to read
-            if answer is None and qid not in response.unknown_answers and not allow_missing:
-                raise _Bad(path, f"an answer to the {kind} question (it is missing)")
+            if answer is None and qid not in unknown and not allow_missing:
+                raise _Bad(f"answers.{qid}", f"an answer to the {kind} question (it is missing)")
             continue
         if answer is None and allow_missing:
             continue
         if answer is None:
-            got = response.unknown_answers.get(qid, {}).get("type")
+            got = unknown.get(qid, {}).get("type")
             missing = "it is missing" if got is None else f"got a {_kind_name(got)} answer"
-            raise _Bad(path, f"a {kind} answer ({missing})")
+            raise _Bad(f"answers.{qid}", f"a {kind} answer ({missing})")
         if answer.type != kind:
-            raise _Bad(f"{path}.type", f"a {kind} answer (got a {answer.type} answer)")
+            raise _Bad(f"answers.{qid}.type", f"a {kind} answer (got a {answer.type} answer)")
         if isinstance(answer, ChoiceAnswer):
-            _check_choice(answer, labels, path)
+            _check_choice(answer, labels, qid)
         elif isinstance(answer, ScoreAnswer):
-            _check_score(answer, max_level, path)
+            _check_score(answer, max_level, qid)
 
 
 def _expectation(question: Question | Mapping[str, Any]) -> tuple[str, tuple[str, ...], int]:
@@ -521,11 +629,14 @@ def _expectation(question: Question | Mapping[str, Any]) -> tuple[str, tuple[str
         return "score", (), question.max_level
     if isinstance(question, Noul):
         return "noul", (), 0
-    kind = str(question.get("type"))
+    kind = question.get("type")
+    if type(kind) is not str:
+        kind = str(kind)
     criteria = question.get("criteria")
-    if kind == "choice" and isinstance(criteria, Mapping):
+    # `type(...) is` first: the wire forms are plain dicts and lists, and an ABC check is slow.
+    if kind == "choice" and (type(criteria) is dict or isinstance(criteria, Mapping)):
         return kind, tuple(criteria), 0
-    if kind == "score" and isinstance(criteria, Sequence):
+    if kind == "score" and (type(criteria) is list or isinstance(criteria, Sequence)):
         return kind, (), len(criteria) - 1
     return kind, (), 0
 
@@ -540,22 +651,26 @@ def _label(value: str) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def _check_choice(answer: ChoiceAnswer, labels: tuple[str, ...], path: str) -> None:
+def _check_choice(answer: ChoiceAnswer, labels: tuple[str, ...], qid: str) -> None:
     known = set(labels)
     if answer.choice not in known:
-        raise _Bad(f"{path}.choice", f"one of the question's labels (got {_label(answer.choice)})")
+        raise _Bad(
+            f"answers.{qid}.choice", f"one of the question's labels (got {_label(answer.choice)})"
+        )
     for label in answer.probabilities:
         if label not in known:
-            raise _Bad(f"{path}.probabilities", f"the question's labels only (got {_label(label)})")
+            raise _Bad(
+                f"answers.{qid}.probabilities", f"the question's labels only (got {_label(label)})"
+            )
 
 
-def _check_score(answer: ScoreAnswer, max_level: int, path: str) -> None:
+def _check_score(answer: ScoreAnswer, max_level: int, qid: str) -> None:
     if answer.score > max_level + PROBABILITY_TOLERANCE * max_level:
-        raise _Bad(f"{path}.score", f"a level from 0 to {max_level} (got {answer.score!r})")
+        raise _Bad(f"answers.{qid}.score", f"a level from 0 to {max_level} (got {answer.score!r})")
     for what, levels in (("probabilities", answer.probabilities), ("legend", answer.legend)):
         for level in levels:
             if level > max_level:
-                raise _Bad(f"{path}.{what}", f"levels from 0 to {max_level} (got {level})")
+                raise _Bad(f"answers.{qid}.{what}", f"levels from 0 to {max_level} (got {level})")
 
 
 def parse_models(data: Any) -> list[ModelInfo]:
