@@ -4,6 +4,8 @@
   (`benchmarks/bench_chain_overhead.py`).
 - The Jev client's keep-alive transport (`jevrefine/_transport.py`) was measured with one
   httpx2 series and relies on how httpx2 treats a transport (`benchmarks/bench_judge_client.py`).
+- On asyncio the transport's connections are asyncio protocols, not anyio streams, and read into
+  one 64 KiB scratch; its clock is the loop's (`bench_judge_client.py`, issue 23).
 - `OpenAIChatModel.call`'s lean request (`jevrefine/models/_lean_openai.py`) calls private helpers
   of one `openai` series for the SDK's headers, retries and errors (`bench_adapter_cpu.py`).
 
@@ -17,6 +19,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
@@ -103,6 +106,58 @@ async def test_httpx2_passes_a_transports_own_error_through_and_hands_it_the_tim
         with pytest.raises(jr.ResponseTooLargeError):
             await http.get("http://127.0.0.1:9/", timeout=httpx2.Timeout(3.0, pool=None))
     assert transport.timeouts == {"connect": 3.0, "read": 3.0, "write": 3.0, "pool": None}
+
+
+async def test_on_asyncio_connections_are_protocols_that_read_into_a_bounded_scratch() -> None:
+    """Promise: the asyncio fast path is the one taken, and it relies on asyncio calling
+    `get_buffer` before each read and reading no more than the buffer it got (the bound on what
+    a flood can make it hold); anyio's cancel scope cancels its wait. If this fails, the transport
+    is back on anyio streams or over-reads: re-run `python -m benchmarks.bench_judge_client`."""
+    import asyncio
+
+    sizes: list[int] = []
+    landed = _transport._PeerConnection.buffer_updated
+
+    served = asyncio.Event()
+
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n" + b"x" * (1 << 20))
+            await writer.drain()
+            while await reader.read(65536):  # then silent until the client leaves
+                pass
+        finally:
+            writer.close()
+            served.set()
+
+    server = await asyncio.start_server(flood, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = _transport.KeepAliveTransport()
+    try:
+        _transport._PeerConnection.buffer_updated = lambda self, n: (  # type: ignore[method-assign]
+            sizes.append(n),
+            landed(self, n),
+        )[-1]
+        raw = await transport.exchange(
+            "GET", "http", "127.0.0.1", port, b"/", [(b"host", b"h")], b""
+        )
+        assert len(raw.content) == 1 << 20
+        [connection] = transport._idle[("http", "127.0.0.1", port)]
+        assert type(connection) is _transport._PeerConnection
+        assert sizes
+        assert max(sizes) <= 65536
+        with anyio.move_on_after(0.1) as scope:  # the server says nothing more: a bare wait
+            await transport.exchange("GET", "http", "127.0.0.1", port, b"/", [], b"")
+        assert scope.cancelled_caught
+        assert abs(_transport.loop_time() - anyio.current_time()) < 0.05
+    finally:
+        _transport._PeerConnection.buffer_updated = landed  # type: ignore[method-assign]
+        await transport.aclose()
+        with anyio.fail_after(5):
+            await served.wait()
+        server.close()
+        await server.wait_closed()
 
 
 def test_openai_is_the_series_the_lean_request_was_measured_with() -> None:

@@ -7,8 +7,18 @@ import httpx2
 import pytest
 from anyio.abc import SocketStream
 
+from jevrefine import _transport
 from jevrefine._transport import HeaderLines, KeepAliveTransport
 from jevrefine.testing import HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
+
+
+@pytest.fixture(autouse=True, params=["asyncio-protocol", "anyio-stream"])
+def connection_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test on both kinds of connection: asyncio's protocol (the fast path on asyncio)
+    and anyio's stream (every other backend), forced by hiding the asyncio loop."""
+    if request.param == "anyio-stream":
+        monkeypatch.setattr(_transport, "_asyncio_loop", lambda: None)
+    return str(request.param)
 
 
 class RawServer:

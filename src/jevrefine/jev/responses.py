@@ -361,7 +361,12 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
     if quick is not None:
         return quick
     # Anything out of the ordinary (an int where a float is usual, an unknown answer type, a
-    # bad value): the field-by-field reading below, which names what is wrong.
+    # bad value): the field-by-field reading, which names what is wrong.
+    return _parse_careful(data, request_id)
+
+
+def _parse_careful(data: Any, request_id: str | None) -> SystemOneResponse:
+    """`parse_system_one`, field by field: a path for every value, for the error to name."""
     try:
         body = _mapping(data, "")
         model = body.get("model")
@@ -401,7 +406,7 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
             + ", ".join(f"{k} ({v.get('type')})" for k, v in unknown.items())
             + "; they are in response.unknown_answers",
             UnknownAnswerWarning,
-            stacklevel=3,
+            stacklevel=4,  # two frames above `parse_system_one`, as before it delegated here
         )
         return SystemOneResponse(model, answers, usage, request_id, unknown)
     return SystemOneResponse(model, answers, usage, request_id)
@@ -414,8 +419,8 @@ def parse_system_one(data: Any, request_id: str | None = None) -> SystemOneRespo
 # number. What Jev sends every time (floats, level keys "0" to "9", known answer types) is read
 # here with exact type tests and no paths; the first thing that is not so hands the whole body to
 # the field-by-field reading above, which accepts or refuses it and names the field. So this
-# accepts a subset of what that accepts, never more: `tests/jev/test_jev_responses.py` feeds both
-# the same hostile bodies.
+# accepts a subset of what that accepts, never more, and reads it alike:
+# `tests/reliability/test_hostile_jev_fast_paths.py` feeds both the same generated bodies.
 
 _LEVEL_OF: Final[Mapping[str, int]] = MappingProxyType(
     {str(n): n for n in range(10**_MAX_LEVEL_DIGITS)}
