@@ -545,3 +545,39 @@ def test_huge_token_counts_and_a_missing_answers_field_still_raise() -> None:
         assert _parse_common(body, None) is None
         with pytest.raises(JudgeResponseError):
             parse_system_one(body)
+
+
+def test_the_common_case_builds_what_the_constructors_build() -> None:
+    """Promise: the answers built past `__init__` have every field `__init__` sets, equal and of
+    the same types; a field added to a dataclass and not to its builder fails here."""
+    import pickle
+    from dataclasses import fields
+
+    from jevrefine.jev import responses
+    from jevrefine.jev.responses import ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneResponse
+    from jevrefine.messages import Usage
+
+    noul = (responses._noul_answer(0.25), NoulAnswer(0.25))
+    choice = (
+        responses._choice_answer("a", {"a": 0.5, "b": 0.5}, 0.1),
+        ChoiceAnswer("a", {"a": 0.5, "b": 0.5}, 0.1),
+    )
+    score = (
+        responses._score_answer(1.5, {0: "calm", 2: "angry"}, {1: 0.5, 2: 0.5}, None),
+        ScoreAnswer(1.5, {0: "calm", 2: "angry"}, {1: 0.5, 2: 0.5}, None),
+    )
+    answers: dict[str, Any] = {"g": noul[1], "t": choice[1]}
+    whole = (
+        responses._response("jev-1", dict(answers), Usage(3, 4), "rid"),
+        SystemOneResponse("jev-1", answers, Usage(3, 4), "rid"),
+    )
+    for built, made in (noul, choice, score, whole):
+        assert type(built) is type(made)
+        for f in fields(made):
+            assert getattr(built, f.name) == getattr(made, f.name), f.name
+            assert type(getattr(built, f.name)) is type(getattr(made, f.name)), f.name
+        assert built == made
+        assert repr(built) == repr(made)
+        assert pickle.loads(pickle.dumps(built)) == made
+    with pytest.raises(AttributeError):
+        choice[0].choice = "b"  # type: ignore[misc]

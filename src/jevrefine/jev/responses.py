@@ -441,6 +441,76 @@ def _is_distribution(probabilities: Mapping[Any, Any]) -> bool:
     return abs(math.fsum(probabilities.values()) - 1.0) <= PROBABILITY_TOLERANCE
 
 
+# Built field by field, past the frozen dataclasses' `__init__` (and `__post_init__`'s copies of
+# dicts made here): constructing the answers cost more than reading them. Every field is set, as
+# `__init__` would; `tests/reliability/test_hostile_jev_fast_paths.py` compares the two.
+_new = object.__new__
+
+
+def _noul_answer(noul: float) -> NoulAnswer:
+    answer = _new(NoulAnswer)
+    _NOUL_FIELDS[0](answer, noul)
+    _NOUL_FIELDS[1](answer, True)
+    _NOUL_FIELDS[2](answer, "noul")
+    return answer
+
+
+def _choice_answer(
+    label: str, probabilities: dict[str, float], confidence: float | None
+) -> ChoiceAnswer:
+    answer = _new(ChoiceAnswer)
+    set_choice, set_probabilities, set_confidence, set_calibrated, set_type = _CHOICE_FIELDS
+    set_choice(answer, label)
+    set_probabilities(answer, MappingProxyType(dict(probabilities)))  # not the body's own dict
+    set_confidence(answer, confidence)
+    set_calibrated(answer, True)
+    set_type(answer, "choice")
+    return answer
+
+
+def _score_answer(
+    score: float,
+    legend: dict[int, Content],
+    probabilities: dict[int, float],
+    confidence: float | None,
+) -> ScoreAnswer:
+    answer = _new(ScoreAnswer)
+    set_score, set_legend, set_probabilities, set_confidence, set_calibrated, set_type = (
+        _SCORE_FIELDS
+    )
+    set_score(answer, score)
+    set_legend(answer, MappingProxyType(legend))  # built by the caller, for this answer only
+    set_probabilities(answer, MappingProxyType(probabilities))
+    set_confidence(answer, confidence)
+    set_calibrated(answer, True)
+    set_type(answer, "score")
+    return answer
+
+
+def _response(
+    model: str, answers: dict[str, Answer], usage: Usage, request_id: str | None
+) -> SystemOneResponse:
+    response = _new(SystemOneResponse)
+    set_model, set_answers, set_usage, set_request_id, set_unknown = _RESPONSE_FIELDS
+    set_model(response, model)
+    set_answers(response, MappingProxyType(answers))
+    set_usage(response, usage)
+    set_request_id(response, request_id)
+    set_unknown(response, _EMPTY)
+    return response
+
+
+def _setters(cls: type[Any]) -> tuple[Callable[[Any, Any], None], ...]:
+    """Each field's slot setter, in field order (bypassing the frozen `__setattr__`)."""
+    return tuple(getattr(cls, f.name).__set__ for f in fields(cls))
+
+
+_NOUL_FIELDS: Final = _setters(NoulAnswer)
+_CHOICE_FIELDS: Final = _setters(ChoiceAnswer)
+_SCORE_FIELDS: Final = _setters(ScoreAnswer)
+_RESPONSE_FIELDS: Final = _setters(SystemOneResponse)
+
+
 def _common_answer(raw: object) -> Answer | None:
     if type(raw) is not dict:
         return None
@@ -450,7 +520,7 @@ def _common_answer(raw: object) -> Answer | None:
         return None
     if kind == "noul":
         noul = raw.get("noul")
-        return NoulAnswer(noul) if _is_probability(noul) else None
+        return _noul_answer(noul) if _is_probability(noul) else None
     probabilities = raw.get("probabilities")
     if type(probabilities) is not dict:
         return None
@@ -458,7 +528,7 @@ def _common_answer(raw: object) -> Answer | None:
         label = raw.get("choice")
         if type(label) is not str or not _is_distribution(probabilities):
             return None
-        return ChoiceAnswer(label, probabilities, confidence)
+        return _choice_answer(label, probabilities, confidence)
     if kind != "score":
         return None  # an unknown type: set aside (with its warning) by the careful path
     score, legend = raw.get("score"), raw.get("legend")
@@ -470,7 +540,7 @@ def _common_answer(raw: object) -> Answer | None:
             return None
     if not _is_distribution(probabilities):
         return None
-    return ScoreAnswer(
+    return _score_answer(
         score,
         {levels[k]: v for k, v in legend.items()},
         {levels[k]: v for k, v in probabilities.items()},
@@ -510,7 +580,7 @@ def _parse_common(data: object, request_id: str | None) -> SystemOneResponse | N
     usage = _common_usage(data.get("usage"))
     if usage is None:
         return None
-    return SystemOneResponse(model, answers, usage, request_id)
+    return _response(model, answers, usage, request_id)
 
 
 def _int_or_zero(value: Any, path: str) -> int:
