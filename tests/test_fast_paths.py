@@ -6,6 +6,8 @@
   httpx2 series and relies on how httpx2 treats a transport (`benchmarks/bench_judge_client.py`).
 - `OpenAIChatModel.call`'s lean request (`jevrefine/models/_lean_openai.py`) calls private helpers
   of one `openai` series for the SDK's headers, retries and errors (`bench_adapter_cpu.py`).
+- `jevrefine._json` encodes and decodes model bodies with one pydantic-core series
+  (`bench_adapter_cpu.py`).
 
 The third, the inactive-telemetry shortcut, belongs to the telemetry module and its tests.
 """
@@ -143,3 +145,20 @@ def test_the_openai_helpers_the_lean_request_calls_keep_their_shape() -> None:
     for name in ("_platform", "_provider_runtime", "_api_key_provider", "_idempotency_header"):
         assert hasattr(client, name), name
     assert eligible(client)
+
+
+def test_pydantic_core_is_the_series_the_json_codec_was_measured_with() -> None:
+    """Promise: `jevrefine._json` (model bodies in and out) was measured faster than the standard
+    library with one pydantic-core series, and relies on how it writes non-finite floats (`NaN`,
+    `Infinity`, which `_json.dumps` hands to `json.dumps` to refuse)."""
+    import pydantic_core
+
+    from jevrefine import _json
+
+    _assert_series(
+        "pydantic-core",
+        _json.MEASURED_WITH_PYDANTIC_CORE,
+        "jevrefine/_json.py was measured with: re-run `python -m benchmarks.bench_adapter_cpu` "
+        "(the OpenAIChatModel.call row), then widen MEASURED_WITH_PYDANTIC_CORE",
+    )
+    assert pydantic_core.to_json([float("nan"), float("inf")]) == b"[NaN,Infinity]"

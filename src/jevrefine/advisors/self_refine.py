@@ -311,7 +311,7 @@ class SelfRefineAdvisor:
         started = time.perf_counter()
         try:
             with CurrentSpan(span):
-                response = await self._refine(loop)
+                response = await self._refine(loop, span)
         except BaseException as exc:
             elapsed = time.perf_counter() - started
             end_loop(telemetry, span, len(loop.attempts), loop.outcome, exc, elapsed=elapsed)
@@ -326,12 +326,12 @@ class SelfRefineAdvisor:
         """Stream as `stream_mode` says; with `None`, refused when iterated (use `call()`)."""
         return refine_stream(self, request, chain)
 
-    async def _refine(self, loop: _Loop) -> ChatClientResponse:
+    async def _refine(self, loop: _Loop, loop_span: Span) -> ChatClientResponse:
         # The per-attempt steps are `_Loop`'s, shared with the streamed loop (_refine_stream).
         first, previous = loop.begin(self)
         for number in range(first, self.max_repeat_attempts + 2):
             attempt_request, records = loop.attempt_request(self, previous)
-            span = start_attempt(loop.telemetry, number)
+            span = start_attempt(loop.telemetry, number, loop=loop_span)
             # Exception texts may quote model output: the span gets the error type, not the text.
             with CurrentSpan(span, end_on_exit=True, mark_failure=True):
                 clear_last_call()

@@ -28,7 +28,6 @@ the SDK private helpers used here to the `openai` series this was measured with
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Final
 
@@ -39,7 +38,7 @@ from openai import AsyncOpenAI
 from openai._base_client import get_platform
 from openai._models import FinalRequestOptions
 
-from .. import rate_limit
+from .. import _json, rate_limit
 from .._transport import HeaderLines, KeepAliveTransport, RawResponse
 
 __all__ = ["MEASURED_WITH_OPENAI", "LeanPost", "eligible"]
@@ -101,9 +100,8 @@ class LeanPost:
             openai.APIConnectionError: no answer, once retrying is over.
             ValueError: `body` is not JSON (as the SDK's encoder raises).
         """
-        # The SDK's encoding (its `openapi_dumps`): the adapter's body is plain JSON already.
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        payload = content.encode()
+        # The SDK's encoding (its `openapi_dumps`: compact, UTF-8, no NaN), on the fast codec.
+        payload = _json.dumps(body)
         sdk: Any = self._client
         max_retries = self._client.max_retries
         url = self._url

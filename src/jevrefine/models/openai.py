@@ -38,6 +38,7 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
         'OpenAIChatModel needs the `openai` package: pip install "jevrefine[openai]"'
     ) from _import_error
 
+from .. import _json
 from .._headers import parse_retry_after, redact_error, safe_headers
 from .._transport import RawResponse
 from ..exceptions import (
@@ -606,15 +607,18 @@ class _JSONObject:
 
     Keys are attributes, an absent key is `None`, nested objects and arrays are wrapped alike;
     every value is checked by `Reader` as it is read, exactly as the SDK's objects are.
+
+    Wrapped once, when built, into the instance's `__dict__`: a whole response is read through
+    a dozen attribute lookups, and wrapping on each lookup (a `__getattr__` per attribute, a new
+    wrapper per nested object) cost more than the reading (`bench_adapter_cpu`). Only an absent
+    key reaches `__getattr__`.
     """
 
-    __slots__ = ("_data",)
-
     def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
+        self.__dict__.update({key: _wrapped(value) for key, value in data.items()})
 
     def __getattr__(self, name: str) -> Any:
-        return _wrapped(self._data.get(name))
+        return None
 
 
 def _wrapped(value: object) -> Any:
@@ -636,10 +640,10 @@ def _completion_of(response: httpx2.Response | RawResponse) -> object:
     else:
         content_type = response.headers.get("content-type", "*").split(";", 1)[0]
     if content_type.endswith("json"):
-        data = json.loads(response.content)
+        data = _json.loads(response.content)
     else:
         try:
-            data = json.loads(response.content)
+            data = _json.loads(response.content)
         except ValueError:
             if isinstance(response, RawResponse):  # decoded by its charset, as httpx does
                 response = httpx2.Response(
