@@ -615,17 +615,23 @@ class _JSONObject:
     """
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self.__dict__.update({key: _wrapped(value) for key, value in data.items()})
+        attributes = self.__dict__
+        attributes.update(data)
+        for key, value in data.items():
+            kind = type(value)  # a decoder's own dict and list: no subclass to allow for
+            if kind is dict or kind is list:
+                attributes[key] = _wrapped(value)
 
     def __getattr__(self, name: str) -> Any:
         return None
 
 
 def _wrapped(value: object) -> Any:
-    if isinstance(value, dict):
-        return _JSONObject(value)
-    if isinstance(value, list):
-        return [_wrapped(item) for item in value]
+    kind = type(value)
+    if kind is dict:
+        return _JSONObject(value)  # type: ignore[arg-type]
+    if kind is list:
+        return [_wrapped(item) for item in value]  # type: ignore[attr-defined]
     return value
 
 
