@@ -72,8 +72,9 @@ from ._bounded_transport import (
     lean_parts,
 )
 from ._deadlines import END, Pace, call_expired
+from ._lean import JSONObject as _JSONObject
 from ._lean_openai import LeanPost, eligible
-from ._sdk import Holdings, plain, text_chunk
+from ._sdk import Holdings, close_stream, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
 from .base import ChatModel
@@ -363,8 +364,8 @@ class OpenAIChatModel(ChatModel):
                 ) from exc
             finally:
                 # Closing releases the connection when the consumer stops early, and closes
-                # one a deadline cut off mid-read.
-                await chunks.close()
+                # one a deadline cut off mid-read; the SDK's generators with it (`close_stream`).
+                await close_stream(chunks)
             yield state.final_chunk(model, where)
         except ModelError as error:
             self._redact(error)
@@ -599,30 +600,6 @@ def _response_format_param(response_format: ResponseFormat) -> dict[str, Any]:
 # out), and all of it runs inside one `unreadable_items_raise` per response or chunk: see
 # `_stream_items`. `openai.BaseModel` is what the SDK builds for a JSON object; anything else
 # where the API has an object (an int among the choices, `null` for a message) is refused.
-
-
-class _JSONObject:
-    """A decoded JSON object, read like the SDK's lenient models.
-
-    Keys are attributes, an absent key is `None`, nested objects and arrays are wrapped alike;
-    every value is checked by `Reader` as it is read, exactly as the SDK's objects are.
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    def __getattr__(self, name: str) -> Any:
-        return _wrapped(self._data.get(name))
-
-
-def _wrapped(value: object) -> Any:
-    if isinstance(value, dict):
-        return _JSONObject(value)
-    if isinstance(value, list):
-        return [_wrapped(item) for item in value]
-    return value
 
 
 def _completion_of(response: httpx2.Response | RawResponse) -> object:
