@@ -17,6 +17,7 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic._constants import ANTHROPIC_API_VERSION
+from anthropic._data import DEPRECATED_MODELS
 
 import jevrefine as jr
 from jevrefine.exceptions import ModelHTTPError
@@ -205,3 +206,13 @@ async def test_the_sdks_own_create_is_used_when_the_lean_request_cannot_keep_its
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     async with AnthropicChatModel("m", base_url=url, api_key=KEY) as model:
         assert model._lean is None
+
+
+async def test_a_deprecated_model_is_warned_about_on_both_paths(
+    server: FakeAnthropicServer,
+) -> None:
+    deprecated = next(iter(DEPRECATED_MODELS))
+    for model in _models(server):
+        with pytest.warns(DeprecationWarning, match=deprecated):
+            await model.call(PROMPT.with_options(ChatOptions(model=deprecated)))
+        await model.aclose()

@@ -343,3 +343,28 @@ async def test_an_echoed_key_is_in_no_exception_text() -> None:
         assert KEY not in text
         assert KEY not in repr(error)
         assert KEY not in json.dumps(getattr(error, "body", None))
+
+
+async def test_a_redirect_is_followed_through_the_sdk_with_creates_timeout() -> None:
+    moved = (
+        b"HTTP/1.1 307 Temporary Redirect\r\nlocation: /v2/messages\r\ncontent-length: 0\r\n\r\n"
+    )
+
+    async def script(writer: Writer) -> None:
+        target = server.requests[-1].split(b"\r\n", 1)[0]
+        await writer.send(response(_json(MESSAGE)) if b"/v2/" in target else moved)
+
+    async with HostileServer(script, close=False) as server:
+        model = _model(server, retries=0)
+        with anyio.fail_after(10):
+            answer = await model.call(PROMPT)
+        await model.aclose()
+    assert answer.result.output.text == "hi"
+    heads = [_head(r) for r in server.requests]
+    assert [h[0] for h in heads] == [
+        b"POST /v1/messages HTTP/1.1",  # the lean request: moved
+        b"POST /v1/messages HTTP/1.1",  # the SDK's own post, which follows the move
+        b"POST /v2/messages HTTP/1.1",
+    ]
+    # The SDK's resend carries `create`'s timeout, as the lean request did.
+    assert all(b"x-stainless-timeout: 600" in h for h in heads), heads
