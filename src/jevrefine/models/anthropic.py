@@ -30,6 +30,11 @@ How jevrefine's values map onto the API:
 Errors are translated once, here: an error status becomes `ModelHTTPError` (529 "overloaded" is
 transient, like 429 and 5xx), a timeout `ModelTimeoutError`, anything else on the network
 `ModelConnectionError`. The SDK's own retries (`max_retries`) stay on; the adapter adds none.
+
+With a client it built itself, `call()` sends `messages.create`'s request on the lean
+transport's raw core, with the SDK's headers, retries and errors taken from the SDK client
+(`_lean_anthropic`), and reads the answer without the SDK's models; streams, and a `client=`,
+go through the SDK.
 """
 
 from __future__ import annotations
