@@ -17,6 +17,15 @@ by round (`_harness.interleaved`):
 - `OpenAIChatModel` (jevrefine): the adapter's `call()`, as shipped;
 - `JudgeClient.system_one` against `FloorClient` posting the same body, on `FakeJevServer`.
 
+The same for Anthropic's Messages API on `FakeAnthropicServer` (one `POST /v1/messages`):
+
+- `floor (Anthropic)`: `FloorClient` posting the same body with the same key header;
+- `AsyncAnthropic, httpx pool`: `messages.create` on the SDK's default HTTP client;
+- `AsyncAnthropic, lean transport`: the same call with `KeepAliveTransport` mounted under it;
+- `AnthropicChatModel.call, SDK create`: the adapter on `messages.create` (its path before the
+  lean request, and still its path with `client=`, a proxy or another auth mode);
+- `AnthropicChatModel.call (jevrefine)`: the adapter's `call()`, as shipped: the lean request.
+
 At 200 in flight every contender has its pool filled with 200 connections first, so the pool's
 scan shows. Then `refine_many` at zero latency (model + Jev judge per item): pairs per second and
 client CPU per pair, beside `FloorClient` making the same two calls per item at the same
@@ -35,6 +44,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anthropic
 import anyio
 import httpx2
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
@@ -44,7 +54,10 @@ from jevrefine._transport import KeepAliveTransport
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.jev.client import DEFAULT_MODEL
 from jevrefine.judge import Judge, noul
+from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.openai import OpenAIChatModel
+from jevrefine.testing import FakeAnthropicServer
+from jevrefine.testing._http import serve_until_stdin_closes
 
 from ._floor import FloorClient
 from ._harness import bar, emit, figure, interleaved, load_average
@@ -122,6 +135,73 @@ def contenders(url: str, pool: int) -> tuple[dict[str, Call], list[Any]]:
         "ChatClient + OpenAIChatModel (jevrefine)": ours_client,
     }
     return calls, [default, lean, plain, floor, adapter]
+
+
+ANTHROPIC_MODEL = "fake-claude"
+ANTHROPIC_BODY = {"max_tokens": 1024, "messages": MESSAGES, "model": ANTHROPIC_MODEL}
+"""What `AnthropicChatModel` sends for the prompt (the SDK's key order)."""
+
+
+def anthropic_contenders(url: str, pool: int) -> tuple[dict[str, Call], list[Any]]:
+    """The Messages API contenders on the `FakeAnthropicServer` at `url`; what to close after."""
+    limits = httpx2.Limits(max_connections=pool, max_keepalive_connections=pool)
+    key = "sk-ant-bench-0123456789"
+    default = anthropic.AsyncAnthropic(
+        api_key=key, base_url=url, max_retries=0, open_telemetry=False,
+        http_client=anthropic.DefaultAsyncHttpxClient(limits=limits),
+    )  # fmt: skip
+    lean = anthropic.AsyncAnthropic(
+        api_key=key, base_url=url, max_retries=0, open_telemetry=False,
+        http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, mounts={url: _lean(pool)}),
+    )  # fmt: skip
+    floor = FloorClient(url, headers={"authorization": f"Bearer {key}"})
+    adapter = AnthropicChatModel(ANTHROPIC_MODEL, base_url=url, api_key=key, max_retries=0)
+    assert adapter._lean is not None, "the adapter did not take its lean request"
+    on_sdk = AnthropicChatModel(ANTHROPIC_MODEL, base_url=url, api_key=key, max_retries=0)
+    on_sdk._lean = None  # `messages.create`, on the adapter's own clients
+    prompt = jr.Prompt((jr.UserMessage(MESSAGES[0]["content"]),))
+
+    async def floor_call() -> Any:
+        return await floor.post("/v1/messages", ANTHROPIC_BODY)
+
+    async def sdk_default() -> Any:
+        return await default.messages.create(**ANTHROPIC_BODY)  # type: ignore[arg-type]
+
+    async def sdk_lean() -> Any:
+        return await lean.messages.create(**ANTHROPIC_BODY)  # type: ignore[arg-type]
+
+    async def ours_on_sdk() -> Any:
+        return await on_sdk.call(prompt)
+
+    async def ours() -> Any:
+        return await adapter.call(prompt)
+
+    calls: dict[str, Call] = {
+        "floor (Anthropic)": floor_call,
+        "AsyncAnthropic, httpx pool": sdk_default,
+        "AsyncAnthropic, lean transport": sdk_lean,
+        "AnthropicChatModel.call, SDK create": ours_on_sdk,
+        "AnthropicChatModel.call (jevrefine)": ours,
+    }
+    return calls, [default, lean, floor, adapter, on_sdk]
+
+
+async def per_call(
+    calls: dict[str, Call], args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """CPU per call of each contender: one at a time (interleaved rounds), then in flight."""
+    sequential = await interleaved(
+        calls, rounds=args.rounds, ops_per_round=args.ops, warmup=args.warmup
+    )
+    concurrent: dict[str, list[float]] = {name: [] for name in calls}
+    for call in calls.values():  # fill every pool to the concurrency first
+        await in_flight(call, args.concurrency * 2, args.concurrency)
+    for round_ in range(args.rounds):
+        order = list(calls) if round_ % 2 == 0 else list(reversed(calls))
+        for name in order:
+            _, cpu = await in_flight(calls[name], args.concurrency * 4, args.concurrency)
+            concurrent[name].append(cpu)
+    return sequential, concurrent
 
 
 async def _close(things: list[Any]) -> None:
@@ -217,18 +297,12 @@ async def run(args: argparse.Namespace) -> None:
         serving("jevrefine.testing._jev_server") as jev_url,
     ):
         calls, closing = contenders(url, pool=args.concurrency)
-        sequential = await interleaved(
-            calls, rounds=args.rounds, ops_per_round=args.ops, warmup=args.warmup
-        )
-        concurrent: dict[str, list[float]] = {name: [] for name in calls}
-        for call in calls.values():  # fill every pool to the concurrency first
-            await in_flight(call, args.concurrency * 2, args.concurrency)
-        for round_ in range(args.rounds):
-            order = list(calls) if round_ % 2 == 0 else list(reversed(calls))
-            for name in order:
-                _, cpu = await in_flight(calls[name], args.concurrency * 4, args.concurrency)
-                concurrent[name].append(cpu)
+        sequential, concurrent = await per_call(calls, args)
         await _close(closing)
+        with serving("benchmarks.bench_adapter_cpu", "--serve-anthropic") as anthropic_url:
+            calls, closing = anthropic_contenders(anthropic_url, pool=args.concurrency)
+            anthropic_calls = await per_call(calls, args)
+            await _close(closing)
 
         jev = JudgeClient("jev-bench", base_url=jev_url, max_concurrency=args.concurrency)
         floor = FloorClient(jev_url, headers={"authorization": "Bearer jev-bench"})
@@ -255,7 +329,21 @@ async def run(args: argparse.Namespace) -> None:
         pairs = await refine_pairs(url, jev_url, args.pairs, args.pair_concurrency)
         pairs_floor = await floor_pairs(url, jev_url, args.pairs, args.pair_concurrency)
     data["load_average_end"] = load_average()
-    report(args, sequential, concurrent, judges, (pairs, pairs_floor), data)
+    report(args, sequential, concurrent, judges, (pairs, pairs_floor), data, anthropic_calls)
+
+
+def _rows(sequential: dict[str, Any], concurrent: dict[str, list[float]], floor: str) -> list[str]:
+    floor_cpu = statistics.median(sequential[floor].cpu_per_op)
+    floor_conc = statistics.median(concurrent[floor])
+    lines = []
+    for name, measurement in sequential.items():
+        cpu = statistics.median(measurement.cpu_per_op)
+        conc = statistics.median(concurrent[name])
+        lines.append(
+            f"| {name} | {cpu * 1e6:,.0f} µs | {cpu / floor_cpu:.1f}× | {conc * 1e6:,.0f} µs | "
+            f"{conc / floor_conc:.1f}× |"
+        )
+    return lines
 
 
 def report(
@@ -265,10 +353,9 @@ def report(
     judges: dict[str, Any],
     both_pairs: tuple[dict[str, float], dict[str, float]],
     data: dict[str, Any],
+    anthropic_calls: tuple[dict[str, Any], dict[str, list[float]]],
 ) -> None:
     pairs, pairs_floor = both_pairs
-    floor_cpu = statistics.median(sequential["floor"].cpu_per_op)
-    floor_conc = statistics.median(concurrent["floor"])
     lines = [
         "## Client CPU per model call: the SDK's request paths, the lean transport, the floor",
         "",
@@ -280,25 +367,34 @@ def report(
         f"end. Command: `python -m benchmarks.bench_adapter_cpu"
         f"{' --quick' if args.quick else ''}`.",
         "",
+    ]
+    table_head = [
         f"| contender | CPU per call, 1 in flight | / floor | CPU per call, "
         f"{args.concurrency} in flight | / floor |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name, measurement in sequential.items():
-        cpu = statistics.median(measurement.cpu_per_op)
-        conc = statistics.median(concurrent[name])
-        lines.append(
-            f"| {name} | {cpu * 1e6:,.0f} µs | {cpu / floor_cpu:.1f}× | {conc * 1e6:,.0f} µs | "
-            f"{conc / floor_conc:.1f}× |"
-        )
+    a_sequential, a_concurrent = anthropic_calls
+    lines += [
+        *table_head,
+        *_rows(sequential, concurrent, "floor"),
+        "",
+        "The same on `FakeAnthropicServer` (`POST /v1/messages`, the same prompt):",
+        "",
+        *table_head,
+        *_rows(a_sequential, a_concurrent, "floor (Anthropic)"),
+    ]
     judge_floor = statistics.median(judges["floor (Jev)"].cpu_per_op)
     judge_cpu = statistics.median(judges["JudgeClient.system_one"].cpu_per_op)
     adapter = statistics.median(sequential["OpenAIChatModel.call (jevrefine)"].cpu_per_op)
+    a_adapter = statistics.median(a_sequential["AnthropicChatModel.call (jevrefine)"].cpu_per_op)
+    a_before = statistics.median(a_sequential["AnthropicChatModel.call, SDK create"].cpu_per_op)
     lines += [
         "",
         f"- JudgeClient.system_one: **{judge_cpu * 1e6:,.0f} µs** CPU per call (floor "
         f"{judge_floor * 1e6:,.0f} µs, {judge_cpu / judge_floor:.1f}×; target ≤ 150 µs).",
         f"- OpenAIChatModel.call: **{adapter * 1e6:,.0f} µs** CPU per call (target ≤ 400 µs).",
+        f"- AnthropicChatModel.call: **{a_adapter * 1e6:,.0f} µs** CPU per call on the lean "
+        f"request, {a_before * 1e6:,.0f} µs on `messages.create`.",
         f"- `refine_many`, {args.pairs:,} items at concurrency {args.pair_concurrency}, zero "
         f"latency, one model and one Jev call each: **{pairs['pairs_per_s']:,.0f} pairs/s**, "
         f"{pairs['cpu_per_pair'] * 1e6:,.0f} µs client CPU per pair (target ≥ 2,000 pairs/s); "
@@ -322,6 +418,8 @@ def report(
             "judge_cpu": {k: v.cpu_per_op for k, v in judges.items()},
             "refine_many": pairs,
             "refine_many_floor": pairs_floor,
+            "anthropic_sequential_cpu": {k: v.cpu_per_op for k, v in a_sequential.items()},
+            "anthropic_concurrent_cpu": a_concurrent,
         }
     )
     emit("\n".join(lines), data, figures)
@@ -330,7 +428,11 @@ def report(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls, one round")
+    parser.add_argument("--serve-anthropic", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve_anthropic:  # the Anthropic contenders' server, in its own process
+        serve_until_stdin_closes(FakeAnthropicServer(model=ANTHROPIC_MODEL))
+        return
     args.quick = bool(args.quick)
     if args.quick:
         args.rounds, args.ops, args.warmup, args.concurrency = 3, 100, 50, 50
