@@ -2,8 +2,9 @@
 
 `FloorClient` is asyncio streams, a stack of idle keep-alive connections per server, and HTTP/1.1
 written and read by hand: one `write` per request, the status line and `content-length` parsed,
-the body `json.loads`-ed. No framework, no validation beyond what the fake servers need, no
-retries, no timeouts. Whatever a real client adds (an SDK's request building and response
+the bodies encoded and decoded by pydantic-core's JSON codec (the fastest installed; jevrefine's
+clients use it too, so the floor must). No framework, no validation beyond what the fake servers
+need, no retries, no timeouts. Whatever a real client adds (an SDK's request building and response
 models, httpx's Request/Response objects, its pool, the adapters' checks), this one does not
 pay, so its CPU time for a workload is the floor any client's can approach.
 
@@ -19,9 +20,10 @@ a benchmark helper, not a client.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 from urllib.parse import urlsplit
+
+import pydantic_core
 
 __all__ = ["FloorClient"]
 
@@ -44,7 +46,7 @@ class FloorClient:
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:
         """POST `body` as JSON to `base_url + path`; the decoded JSON answer (a 200's)."""
-        data = json.dumps(body, separators=(",", ":")).encode()
+        data = pydantic_core.to_json(body)
         head = b"POST %s HTTP/1.1\r\n%scontent-length: %d\r\n\r\n" % (
             (self._prefix + path).encode("ascii"),
             self._fixed,
@@ -66,7 +68,7 @@ class FloorClient:
         self._idle.append((reader, writer))
         if status != 200:
             raise RuntimeError(f"the fake server answered {status}: {content[:200]!r}")
-        return json.loads(content)
+        return pydantic_core.from_json(content)
 
     async def aclose(self) -> None:
         """Close every idle connection."""

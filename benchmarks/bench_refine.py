@@ -198,13 +198,19 @@ class Bare(Raw):
 class Ours:
     """jevrefine: ChatClient + SelfRefineAdvisor(Judge(JudgeClient)) on OpenAIChatModel.
 
+    The adapter builds its own client from `base_url=` and `api_key=`, as the docs show and a
+    batch would: that is the client on the lean keep-alive transport. (Until issue 23's third
+    pass it was handed the vendor-SDK loop's `AsyncOpenAI`, whose httpx pool scans every idle
+    connection per request: at 1,000 in flight that measured the pool, not jevrefine.)
+
     `timeout`: as for `Raw`.
     """
 
     def __init__(self, openai_url: str, jev_url: str, *, timeout: float | None = None) -> None:
         judge_timeout = timeout or 10.0
-        self.openai = openai_client(openai_url, timeout or 30.0)
-        self.model = OpenAIChatModel(MODEL, client=self.openai)
+        self.model = OpenAIChatModel(
+            MODEL, base_url=openai_url, api_key="bench", max_retries=0, timeout=timeout or 30.0
+        )
         self.jev = JudgeClient(
             "bench",
             base_url=jev_url,
@@ -233,7 +239,7 @@ class Ours:
         self.passed += 1
 
     async def aclose(self) -> None:
-        await self.openai.close()
+        await self.model.aclose()
         await self.jev.aclose()
 
 

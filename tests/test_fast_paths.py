@@ -7,7 +7,11 @@
 - On asyncio the transport's connections are asyncio protocols, not anyio streams, and read into
   one 64 KiB scratch; its clock is the loop's (`bench_judge_client.py`, issue 23).
 - `OpenAIChatModel.call`'s lean request (`jevrefine/models/_lean_openai.py`) calls private helpers
-  of one `openai` series for the SDK's headers, retries and errors (`bench_adapter_cpu.py`).
+  of one `openai` series for the SDK's headers, retries and errors (`bench_adapter_cpu.py`);
+  `AnthropicChatModel.call`'s (`jevrefine/models/_lean_anthropic.py`) those of one `anthropic`
+  series. Both adapters close the SDK stream's generator (`models/_sdk.close_stream`).
+- `jevrefine._json` encodes and decodes model bodies with one pydantic-core series
+  (`bench_adapter_cpu.py`).
 
 The third, the inactive-telemetry shortcut, belongs to the telemetry module and its tests.
 """
@@ -198,3 +202,106 @@ def test_the_openai_helpers_the_lean_request_calls_keep_their_shape() -> None:
     for name in ("_platform", "_provider_runtime", "_api_key_provider", "_idempotency_header"):
         assert hasattr(client, name), name
     assert eligible(client)
+
+
+def test_pydantic_core_is_the_series_the_json_codec_was_measured_with() -> None:
+    """Promise: `jevrefine._json` (model bodies in and out) was measured faster than the standard
+    library with one pydantic-core series, and relies on how it writes non-finite floats (`NaN`,
+    `Infinity`, which `_json.dumps` hands to `json.dumps` to refuse)."""
+    import pydantic_core
+
+    from jevrefine import _json
+
+    _assert_series(
+        "pydantic-core",
+        _json.MEASURED_WITH_PYDANTIC_CORE,
+        "jevrefine/_json.py was measured with: re-run `python -m benchmarks.bench_adapter_cpu` "
+        "(the OpenAIChatModel.call row), then widen MEASURED_WITH_PYDANTIC_CORE",
+    )
+    assert pydantic_core.to_json([float("nan"), float("inf")]) == b"[NaN,Infinity]"
+
+
+def test_anthropic_is_the_series_the_lean_request_was_measured_with() -> None:
+    """Promise: `AnthropicChatModel.call`'s lean request (`models/_lean_anthropic.py`) calls
+    private helpers of one `anthropic` series; another may have moved them or changed them."""
+    from jevrefine.models import _lean_anthropic
+
+    _assert_series(
+        "anthropic",
+        _lean_anthropic.MEASURED_WITH_ANTHROPIC,
+        "the lean request was written against: check the SDK helpers it calls (this file's "
+        "next test), re-run `python -m benchmarks.bench_adapter_cpu`, then widen "
+        "MEASURED_WITH_ANTHROPIC in jevrefine/models/_lean_anthropic.py",
+    )
+
+
+def test_the_anthropic_helpers_the_lean_request_calls_keep_their_shape() -> None:
+    """Promise: each private SDK helper the lean request calls exists with the parameters it
+    passes, `create`'s own timeout is one for every `max_tokens` it lets through (the lean
+    request builds its headers once), and a client the adapter builds has none of the SDK's
+    other auth modes."""
+    from anthropic import AsyncAnthropic
+    from anthropic._constants import DEFAULT_TIMEOUT
+
+    from jevrefine.models._lean_anthropic import eligible
+
+    def parameters(name: str) -> list[str]:
+        return list(inspect.signature(getattr(AsyncAnthropic, name)).parameters)
+
+    assert parameters("_build_headers") == ["self", "options", "retries_taken"]
+    assert parameters("_should_retry") == ["self", "response"]
+    assert parameters("_calculate_retry_timeout") == [
+        "self",
+        "remaining_retries",
+        "options",
+        "response_headers",
+    ]
+    assert parameters("_make_status_error_from_response") == ["self", "response"]
+    assert parameters("_prepare_url") == ["self", "url"]
+    assert parameters("_calculate_nonstreaming_timeout") == [
+        "self",
+        "max_tokens",
+        "max_nonstreaming_tokens",
+    ]
+    client: Any = AsyncAnthropic(
+        api_key="sk-ant-pinned-0123", base_url="http://127.0.0.1:9", open_telemetry=False
+    )
+    assert client.timeout == DEFAULT_TIMEOUT
+    timeouts = {str(client._calculate_nonstreaming_timeout(n, None)) for n in (1, 1024, 21_333)}
+    assert len(timeouts) == 1
+    with pytest.raises(ValueError, match="Streaming is required"):
+        client._calculate_nonstreaming_timeout(100_000, None)
+    for name in (
+        "_platform",
+        "_token_cache",
+        "_credential_headers",
+        "_idempotency_header",
+        "_tracer",
+        "credentials",
+        "auth_token",
+        "middleware",
+    ):
+        assert hasattr(client, name), name
+    assert eligible(client)
+
+
+async def test_the_sdk_streams_keep_the_generator_the_adapters_close() -> None:
+    """Promise: both SDKs' `AsyncStream` read through an async generator at `_iterator`, which
+    `models/_sdk.close_stream` closes (else the collector does, racing httpx's own close)."""
+    import anthropic
+    import openai
+
+    clients: list[Any] = [
+        openai.AsyncOpenAI(api_key="sk-pinned-0123", base_url="http://127.0.0.1:9/v1"),
+        anthropic.AsyncAnthropic(api_key="sk-ant-pinned-0123", base_url="http://127.0.0.1:9"),
+    ]
+    for client, stream_type in zip(
+        clients, (openai.AsyncStream, anthropic.AsyncStream), strict=True
+    ):
+        response = httpx2.Response(200, content=b"", request=httpx2.Request("POST", "http://x/"))
+        stream: Any = stream_type(cast_to=object, response=response, client=client)
+        iterator = stream._iterator
+        assert inspect.isasyncgen(iterator), type(stream)
+        await iterator.aclose()
+        await stream.close()
+        await client.close()

@@ -111,6 +111,22 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        # A running total usually starts at zero: the sum is then the other side itself (both
+        # are frozen), with no new value built (a refinement adds four per attempt).
+        if not (
+            other.input_tokens
+            or other.output_tokens
+            or other.cache_read_input_tokens
+            or other.cache_creation_input_tokens
+        ):
+            return self
+        if not (
+            self.input_tokens
+            or self.output_tokens
+            or self.cache_read_input_tokens
+            or self.cache_creation_input_tokens
+        ):
+            return other
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,

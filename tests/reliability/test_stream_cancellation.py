@@ -91,16 +91,7 @@ async def assert_next_stream_is_whole(client: jr.ChatClient) -> None:
     "close",
     [
         "aclose",
-        pytest.param(
-            "break",
-            # Known, and left for a fix in the stream path: when the event loop finalizes the
-            # abandoned iterator, the SDK's inner `Response.aiter_raw` generator is now and then
-            # finalized by the garbage collector while its parent is closing it ("async generator
-            # already executing", printed as an ignored exception; about 1 run in 6 here, on
-            # main before this session too). The stream is closed all the same, which is what
-            # the assertions below check; the printed warning is not made an error here.
-            marks=pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-        ),
+        "break",
     ],
 )
 async def test_leaving_while_the_model_streams_closes_its_stream(

@@ -12,12 +12,15 @@ from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
-from jevrefine import ChatClient, ChatResponse, Prompt
+from jevrefine import ChatClient, ChatResponse, Prompt, SelfRefineAdvisor
 from jevrefine import telemetry as telemetry_module
 from jevrefine.exceptions import EmptyResponseError, UserError
+from jevrefine.jev import JudgeClient
+from jevrefine.judge import Judge, check
 from jevrefine.models.base import ChatModel
 from jevrefine.telemetry import CaptureMode, Telemetry, _fastpath
 from jevrefine.testing import FunctionModel
+from otel_support import Otel as InMemoryOtel
 from support import Telemetry as Otel
 
 
@@ -151,3 +154,51 @@ def test_an_sdk_installed_after_the_client_is_used_from_the_next_call() -> None:
         "['gen_ai.client.operation.duration', 'gen_ai.client.token.usage', "
         "'gen_ai.workflow.duration']"
     )
+
+
+class _CountingTracer:
+    """The API's no-op tracer, counting the spans it is asked for."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def start_span(self, name: str, *args: object, **kwargs: object) -> trace.Span:
+        self.started.append(name)
+        return trace.INVALID_SPAN
+
+
+async def _refine_with(**kwargs: object) -> tuple[list[str], InMemoryOtel]:
+    """One refinement (a failed code check, then a pass); the spans asked for, and the SDK."""
+    otel = InMemoryOtel()
+    answers = iter(["too long an answer", "ok"])
+    judge = Judge(
+        JudgeClient("k", base_url="http://127.0.0.1:9"),  # never called: code checks only
+        [check("short", lambda i: len(i.assistant_answer) < 5, "too long")],
+    )
+    client = ChatClient(
+        FunctionModel(lambda prompt: next(answers)),
+        advisors=[SelfRefineAdvisor(judge)],
+        **{k: getattr(otel, v) for k, v in kwargs.items()},  # type: ignore[arg-type]
+    )
+    tracer = _CountingTracer()
+    client.telemetry.tracer = tracer  # type: ignore[assignment]
+    assert (await client.prompt("q").call()).content == "ok"
+    return tracer.started, otel
+
+
+async def test_a_loop_nobody_listens_to_builds_no_spans() -> None:
+    started, _ = await _refine_with()
+    assert [name for name in started if "self_refine" in name] == []
+
+
+async def test_a_logger_provider_alone_still_gets_the_evaluation_results() -> None:
+    # No tracer or meter records, but the results also go to the logs API: the loop runs its
+    # telemetry (its spans are the tracer's no-ops) and the logger provider gets every result.
+    started, otel = await _refine_with(logger_provider="logger_provider")
+    assert started.count("self_refine.attempt") == 2
+    records = [log.log_record for log in otel.logs()]
+    results = [r for r in records if r.event_name == "gen_ai.evaluation.result"]
+    assert [dict(r.attributes or {})["gen_ai.evaluation.score.label"] for r in results] == [
+        "fail",
+        "pass",
+    ]

@@ -3,6 +3,12 @@
 One INTERNAL `invoke_workflow self_refine` span around the loop (attempt count, limit, outcome),
 one INTERNAL `self_refine.attempt` span per attempt (the model call and the judging call nest
 under it), and one `gen_ai.evaluation.result` event per criterion on the attempt it judged.
+
+When nothing listens (`Telemetry.listening()` false: no tracer, meter or logger provider records,
+no content is captured), `start_loop` hands out `QUIET_SPAN` and every helper here does nothing
+for it: a refinement then builds no spans, contexts, events or metric points that would be thrown
+away (about 30 µs of a 240 µs in-process refinement; `bench_chain_overhead`, and
+`bench_adapter_cpu`'s `refine_many` rows).
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as context_api
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan, SpanKind
 
 from ..telemetry import (
     ERROR_TYPE,
@@ -39,6 +45,7 @@ __all__ = [
     "EVALUATION_ESCALATED",
     "EVALUATION_EVENT",
     "LOOP_SPAN_NAME",
+    "QUIET_SPAN",
     "end_loop",
     "mark_failed",
     "record_evaluator_error",
@@ -66,8 +73,16 @@ EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 
 
+QUIET_SPAN: Final[Span] = NonRecordingSpan(INVALID_SPAN_CONTEXT)
+"""The loop's (and its attempts') span when nothing listens: its own object, never one a tracer
+returns, so the helpers here can tell "skip everything" from a no-op tracer's span (whose
+evaluation log events may still reach a logger provider)."""
+
+
 def start_loop(telemetry: Telemetry, max_repeat_attempts: int, parent: Context | None) -> Span:
-    """Start (not make current) the loop span."""
+    """Start (not make current) the loop span; `QUIET_SPAN` when nothing listens."""
+    if not telemetry.listening():
+        return QUIET_SPAN
     return telemetry.tracer.start_span(
         LOOP_SPAN_NAME,
         context=parent,
@@ -93,6 +108,8 @@ def end_loop(
 
     `elapsed` (seconds since `start_loop`) goes to the workflow duration metric.
     """
+    if span is QUIET_SPAN:
+        return
     span.set_attribute(REFINE_ATTEMPTS, attempts)
     if outcome is not None:
         span.set_attribute(REFINE_OUTCOME, outcome)
@@ -134,7 +151,8 @@ class CurrentSpan:
         self._mark_failure = mark_failure
 
     def __enter__(self) -> Span:
-        self._token = context_api.attach(trace.set_span_in_context(self._span))
+        if self._span is not QUIET_SPAN:
+            self._token = context_api.attach(trace.set_span_in_context(self._span))
         return self._span
 
     def __exit__(
@@ -143,6 +161,8 @@ class CurrentSpan:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if self._span is QUIET_SPAN:
+            return
         try:
             if exc is not None and self._mark_failure:
                 mark_failed(self._span, exc)
@@ -152,11 +172,16 @@ class CurrentSpan:
                 self._span.end()
 
 
-def start_attempt(telemetry: Telemetry, number: int, parent: Context | None = None) -> Span:
+def start_attempt(
+    telemetry: Telemetry, number: int, parent: Context | None = None, *, loop: Span | None = None
+) -> Span:
     """Start (not make current) the span of attempt `number` (1 for the first).
 
-    `parent`: the loop span's context for a stream; `None` takes the current context.
+    `parent`: the loop span's context for a stream; `None` takes the current context. `loop`:
+    the loop's span, when at hand (`QUIET_SPAN` there means nothing listens: quiet here too).
     """
+    if loop is QUIET_SPAN:
+        return QUIET_SPAN
     return telemetry.tracer.start_span(
         ATTEMPT_SPAN_NAME,
         context=parent,
@@ -179,6 +204,8 @@ def record_verdict(
     span when that is not known). An explanation is sent whenever the finding has one, passes
     included.
     """
+    if span is QUIET_SPAN:
+        return
     parent = evaluated if evaluated is not None else span
     span.set_attribute(REFINE_PASSED, verdict.passed)
     for finding in verdict.findings:
@@ -209,6 +236,8 @@ def record_evaluator_error(
     The conventions' way to say the evaluator itself failed: the criterion's name and
     `error.type`, with no score.
     """
+    if span is QUIET_SPAN:
+        return
     for name in criteria:
         attributes: dict[str, Any] = {EVALUATION_NAME: name, ERROR_TYPE: error_type_of(error)}
         if response_id:

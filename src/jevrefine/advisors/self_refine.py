@@ -311,7 +311,7 @@ class SelfRefineAdvisor:
         started = time.perf_counter()
         try:
             with CurrentSpan(span):
-                response = await self._refine(loop)
+                response = await self._refine(loop, span)
         except BaseException as exc:
             elapsed = time.perf_counter() - started
             end_loop(telemetry, span, len(loop.attempts), loop.outcome, exc, elapsed=elapsed)
@@ -326,12 +326,12 @@ class SelfRefineAdvisor:
         """Stream as `stream_mode` says; with `None`, refused when iterated (use `call()`)."""
         return refine_stream(self, request, chain)
 
-    async def _refine(self, loop: _Loop) -> ChatClientResponse:
+    async def _refine(self, loop: _Loop, loop_span: Span) -> ChatClientResponse:
         # The per-attempt steps are `_Loop`'s, shared with the streamed loop (_refine_stream).
         first, previous = loop.begin(self)
         for number in range(first, self.max_repeat_attempts + 2):
             attempt_request, records = loop.attempt_request(self, previous)
-            span = start_attempt(loop.telemetry, number)
+            span = start_attempt(loop.telemetry, number, loop=loop_span)
             # Exception texts may quote model output: the span gets the error type, not the text.
             with CurrentSpan(span, end_on_exit=True, mark_failure=True):
                 clear_last_call()
@@ -407,6 +407,9 @@ def _asks_for_tools(response: ChatClientResponse) -> bool:
     return bool(results) and bool(results[0].output.tool_calls)
 
 
+_NO_USAGE: Final = Usage()
+"""Where a loop's totals start (a frozen value: one for every loop)."""
+
 _Position: TypeAlias = "tuple[int, tuple[Verdict, str] | None, Usage]"
 """Where a paused refinement resumes: the attempt's number, the verdict and answer its feedback
 came from (`None` on the first attempt), and the model tokens the attempt has used so far."""
@@ -467,18 +470,18 @@ class _Loop:
         self.telemetry = telemetry
         self.attempts: list[Attempt] = []
         self.responses: dict[int, ChatClientResponse] = {}
-        self.model_usage = Usage()
-        self.judge_usage = Usage()
+        self.model_usage = _NO_USAGE
+        self.judge_usage = _NO_USAGE
         # The model tokens of this call only: an earlier round of the tool loop already passed
         # its own up, and the tool loop sums what each round returns.
-        self.passed_up = Usage()
+        self.passed_up = _NO_USAGE
         self.outcome: str | None = None
         self.record = False
         self.question = ""
         self.earlier_calls: list[dict[str, Any]] = []
         self.documents: tuple[Any, ...] = ()
         # The model tokens a paused attempt used before its tool round (added to its usage).
-        self.carried = Usage()
+        self.carried = _NO_USAGE
 
     @property
     def spent(self) -> int:
@@ -544,7 +547,7 @@ class _Loop:
         the tool loop around this advisor).
         """
         usage = self.add_model_usage(response.chat_response.metadata.usage)
-        usage, self.carried = self.carried + usage, Usage()
+        usage, self.carried = self.carried + usage, _NO_USAGE
         answer = response.content
         if advisor.skip_evaluation(request, response):
             self.attempts.append(Attempt(number, answer, None, usage))

@@ -2,19 +2,20 @@
 
 `OpenAIChatModel` and `AnthropicChatModel` differ in their SDKs, not in what they give back on
 `aclose()` (the key's registration with the log scrubber, the clients they built), in how they
-turn jevrefine's read-only values into JSON for a request, or in the chunk a stream yields for a
-piece of text: those are written once, here.
+turn jevrefine's read-only values into JSON for a request, in the chunk a stream yields for a
+piece of text, or in how they close an SDK stream: those are written once, here.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..messages import AssistantMessage, ChatResponse, ChatResponseMetadata, Generation
 from ._log_scrub import register_key, unregister_key
 
-__all__ = ["Holdings", "plain", "text_chunk"]
+__all__ = ["Holdings", "close_stream", "plain", "text_chunk"]
 
 
 class _Closable(Protocol):
@@ -63,3 +64,25 @@ def text_chunk(delta: str, response_id: str | None, model: str | None) -> ChatRe
         (Generation(AssistantMessage(delta)),),
         ChatResponseMetadata(id=response_id, model=model),
     )
+
+
+async def close_stream(stream: Any) -> None:
+    """Close an SDK's `AsyncStream` now: the generator it reads through, then its response.
+
+    The SDKs' own `close()` closes the HTTP response only. The generators the stream reads
+    through (the SDK's `__stream__`, its SSE decoder, httpx's `aiter_bytes` and the `aiter_raw`
+    that one closes with `aclosing`) stay suspended, and in `openai`'s stream the outermost one
+    and the stream refer to each other: a stream left that way is cyclic garbage, and the
+    collector finalizes every generator in it at once. The event loop then closes `aiter_raw`
+    in a task of its own while `aiter_bytes`, closing in another, is still closing it: "async
+    generator already executing", printed as an ignored exception. Closing the outermost
+    generator here, while the adapter still holds it, unwinds the chain in order instead
+    (each inner one is dropped, and closed, only once the one around it has finished).
+    """
+    try:
+        # The SDKs' attribute for it (both name it so; pinned in tests/test_fast_paths.py).
+        iterator = getattr(stream, "_iterator", None)
+        if inspect.isasyncgen(iterator):
+            await iterator.aclose()
+    finally:
+        await stream.close()

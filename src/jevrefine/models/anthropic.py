@@ -30,6 +30,11 @@ How jevrefine's values map onto the API:
 Errors are translated once, here: an error status becomes `ModelHTTPError` (529 "overloaded" is
 transient, like 429 and 5xx), a timeout `ModelTimeoutError`, anything else on the network
 `ModelConnectionError`. The SDK's own retries (`max_retries`) stay on; the adapter adds none.
+
+With a client it built itself, `call()` sends `messages.create`'s request on the lean
+transport's raw core, with the SDK's headers, retries and errors taken from the SDK client
+(`_lean_anthropic`), and reads the answer without the SDK's models; streams, and a `client=`,
+go through the SDK.
 """
 
 from __future__ import annotations
@@ -48,7 +53,6 @@ try:
     import anthropic
     from anthropic import AsyncAnthropic
     from anthropic._constants import DEFAULT_CONNECTION_LIMITS
-    from anthropic.types import Message
 except ImportError as _import_error:
     raise ImportError(
         'AnthropicChatModel needs the anthropic package: pip install "jevrefine[anthropic]"'
@@ -82,10 +86,12 @@ from ..messages import (
 from ._bounded_transport import (
     DEFAULT_MAX_RESPONSE_BYTES,
     bounded_http_client,
-    lean_http_client,
+    lean_parts,
 )
 from ._deadlines import END, Pace, call_expired
-from ._sdk import Holdings, plain, text_chunk
+from ._lean import JSONObject, unwrapped
+from ._lean_anthropic import LeanMessages, eligible
+from ._sdk import Holdings, close_stream, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise
 from .base import ChatModel
@@ -182,6 +188,7 @@ class AnthropicChatModel(ChatModel):
         "_client",
         "_deadlines",
         "_holdings",
+        "_lean",
         "_max_tokens",
         "_model",
         "_options",
@@ -244,8 +251,10 @@ class AnthropicChatModel(ChatModel):
             # chain's terminal link records the one `chat` span of each call.
             self._client = self._stream_client = client.with_options(open_telemetry=False)
             owned = None
+            self._lean: LeanMessages | None = None
         else:
-            self._client, self._stream_client = owned = _own_clients(settings)
+            self._client, self._stream_client, self._lean = _own_clients(settings)
+            owned = (self._client, self._stream_client)
         key_in_use = self._client.api_key
         # Kept only to blank it out of what the server sends; never printed.
         self._secret = key_in_use if key_in_use != _PLACEHOLDER_KEY else None
@@ -306,7 +315,13 @@ class AnthropicChatModel(ChatModel):
                 # The whole call, the SDK's retries included: the SDK's timeout is per read.
                 deadline = anyio.current_time() + self._deadlines.total
                 with anyio.CancelScope(deadline=deadline) as scope:
-                    message = await self._client.messages.create(**params)
+                    lean = self._lean
+                    if lean is not None:
+                        # `create`'s semantics (the SDK's headers, retries and errors) on the
+                        # transport's raw core, the answer read without the SDK's models.
+                        message = await lean.create(params)
+                    else:
+                        message = await self._client.messages.create(**params)
         except ValueError as exc:
             # The SDK refuses a non-streaming request it expects to run past 10 minutes (a large
             # max_tokens); the same answer is had by streaming it and joining the chunks.
@@ -315,7 +330,9 @@ class AnthropicChatModel(ChatModel):
             return concat_chunks([chunk async for chunk in self._stream(prompt)])
         if scope.cancelled_caught:
             raise call_expired(self._deadlines, model, where)
-        if not isinstance(message, Message) or not isinstance(message.content, list):
+        if not isinstance(message, _OBJECT) or not isinstance(
+            getattr(message, "content", None), list
+        ):
             # The SDK hands back a 200 body it could not read as a message (text, a JSON list,
             # an object without `content`) as it is: say so, instead of a TypeError later.
             raise ModelError(
@@ -349,7 +366,7 @@ class AnthropicChatModel(ChatModel):
                 events = await self._stream_client.messages.create(**params, stream=True)
             if opening.cancelled_caught:
                 raise pace.expired(model, where)
-            async with events:  # closes the HTTP response when the consumer stops early
+            try:
                 while True:
                     # Each wait for an event has its own deadline.
                     with _broken_stream_is_incomplete(model, where):
@@ -360,6 +377,10 @@ class AnthropicChatModel(ChatModel):
                         delta = state.feed(event)
                     if delta:
                         yield text_chunk(delta, state.id, state.model)
+            finally:
+                # Closes the HTTP response when the consumer stops early, and the SDK's
+                # generators with it, in order (`close_stream`).
+                await close_stream(events)
             if not state.stopped:
                 raise IncompleteResponseError(
                     f"the stream from {model} at {where} ended before message_stop; the answer "
@@ -494,12 +515,16 @@ def _keepalive_probes() -> tuple[tuple[int, int, int], ...]:
     return tuple(options)
 
 
-def _own_clients(settings: AdapterSettings) -> tuple[AsyncAnthropic, AsyncAnthropic]:
+def _own_clients(
+    settings: AdapterSettings,
+) -> tuple[AsyncAnthropic, AsyncAnthropic, LeanMessages | None]:
     """The SDK clients an adapter builds itself: one for whole responses, one for streams.
 
     Both use the SDK's default HTTP client (its limits, timeouts, redirects, proxies, trust
     store, keep-alive socket options) with bodies capped; whole responses additionally go
-    through the lean keep-alive transport when no proxy applies to the base URL.
+    through the lean keep-alive transport when no proxy applies to the base URL, and `call()`
+    calls that transport's raw core with `create`'s headers, retries and errors
+    (`_lean_anthropic`) when the client is eligible: the third item, else `None`.
     """
     key = settings.api_key if settings.api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
     if not key:
@@ -514,9 +539,10 @@ def _own_clients(settings: AdapterSettings) -> tuple[AsyncAnthropic, AsyncAnthro
         extra["timeout"] = settings.deadlines.timeout
     cap = settings.max_response_bytes
     base_url = settings.base_url
+    transport = None
     if cap is not None:
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _ANTHROPIC_URL
-        extra["http_client"] = lean_http_client(
+        extra["http_client"], transport = lean_parts(
             anthropic.DefaultAsyncHttpxClient,
             httpx2.URL(url),
             cap,
@@ -534,11 +560,12 @@ def _own_clients(settings: AdapterSettings) -> tuple[AsyncAnthropic, AsyncAnthro
         **extra,
     )
     if cap is None:
-        return client, client
+        return client, client, None
     streams = bounded_http_client(
         anthropic.DefaultAsyncHttpxClient, cap, error=_SDKResponseTooLargeError
     )
-    return client, client.with_options(http_client=streams)
+    lean = LeanMessages(client, transport) if transport is not None and eligible(client) else None
+    return client, client.with_options(http_client=streams), lean
 
 
 class _SDKResponseTooLargeError(ResponseTooLargeError, anthropic.AnthropicError):
@@ -660,9 +687,11 @@ def _broken_stream_is_incomplete(model: str, where: str) -> Iterator[None]:
 #
 # Every value kept from the SDK's objects goes through the `Reader` (type, range, the key blanked
 # out), inside one `unreadable_items_raise` per response or event: see `_stream_items`.
-# `anthropic.BaseModel` is what the SDK builds for a JSON object.
+# `anthropic.BaseModel` is what the SDK builds for a JSON object, `JSONObject` what the lean
+# request hands over for one; both are read alike.
 
-_OBJECT: Final = anthropic.BaseModel
+_OBJECT: Final = (anthropic.BaseModel, JSONObject)
+"""What the SDK builds for a JSON object, and what the lean request hands over for one."""
 
 
 def _finish_reason(stop_reason: str | None) -> str | None:
@@ -692,6 +721,8 @@ def _tool_arguments(read: Reader, value: object, where: str) -> str:
     """A tool_use block's `input` (an object) as JSON text, the key blanked out."""
     if value is None:
         return "{}"
+    if isinstance(value, JSONObject):  # the lean request's: the decoded object behind it
+        value = unwrapped(value)
     if not isinstance(value, Mapping):
         raise UnreadableValueError(where, value, "a JSON object")
     return read.scrub(json.dumps(value))

@@ -72,8 +72,10 @@ from ._bounded_transport import (
     lean_parts,
 )
 from ._deadlines import END, Pace, call_expired
+from ._lean import JSONObject as _JSONObject
+from ._lean import sdk_body
 from ._lean_openai import LeanPost, eligible
-from ._sdk import Holdings, plain, text_chunk
+from ._sdk import Holdings, close_stream, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
 from .base import ChatModel
@@ -279,7 +281,7 @@ class OpenAIChatModel(ChatModel):
                     raw = await self._client.post(
                         _COMPLETIONS_PATH, body=body, cast_to=httpx2.Response
                     )
-                completion = _completion_of(raw)
+                completion = sdk_body(raw)
         except ModelError as error:  # raised by the capped HTTP client
             self._redact(error)
             raise
@@ -363,8 +365,8 @@ class OpenAIChatModel(ChatModel):
                 ) from exc
             finally:
                 # Closing releases the connection when the consumer stops early, and closes
-                # one a deadline cut off mid-read.
-                await chunks.close()
+                # one a deadline cut off mid-read; the SDK's generators with it (`close_stream`).
+                await close_stream(chunks)
             yield state.final_chunk(model, where)
         except ModelError as error:
             self._redact(error)
@@ -599,54 +601,6 @@ def _response_format_param(response_format: ResponseFormat) -> dict[str, Any]:
 # out), and all of it runs inside one `unreadable_items_raise` per response or chunk: see
 # `_stream_items`. `openai.BaseModel` is what the SDK builds for a JSON object; anything else
 # where the API has an object (an int among the choices, `null` for a message) is refused.
-
-
-class _JSONObject:
-    """A decoded JSON object, read like the SDK's lenient models.
-
-    Keys are attributes, an absent key is `None`, nested objects and arrays are wrapped alike;
-    every value is checked by `Reader` as it is read, exactly as the SDK's objects are.
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    def __getattr__(self, name: str) -> Any:
-        return _wrapped(self._data.get(name))
-
-
-def _wrapped(value: object) -> Any:
-    if isinstance(value, dict):
-        return _JSONObject(value)
-    if isinstance(value, list):
-        return [_wrapped(item) for item in value]
-    return value
-
-
-def _completion_of(response: httpx2.Response | RawResponse) -> object:
-    """The body of a 200 as the SDK's `create` would hand it over.
-
-    A JSON object (wrapped), another JSON value, or the text when the body is not JSON and does
-    not claim to be; `ValueError` (translated by the caller) when it claims JSON and is not.
-    """
-    if isinstance(response, RawResponse):
-        content_type = (response.header(b"content-type") or "*").split(";", 1)[0]
-    else:
-        content_type = response.headers.get("content-type", "*").split(";", 1)[0]
-    if content_type.endswith("json"):
-        data = json.loads(response.content)
-    else:
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            if isinstance(response, RawResponse):  # decoded by its charset, as httpx does
-                response = httpx2.Response(
-                    200, headers=response.raw_headers, content=response.content
-                )
-            return response.text
-    return _JSONObject(data) if isinstance(data, dict) else data
 
 
 _OBJECT: Final = (openai.BaseModel, _JSONObject)

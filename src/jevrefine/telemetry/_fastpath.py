@@ -13,18 +13,21 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Final
 
-from opentelemetry import metrics, trace
+from opentelemetry import _logs, metrics, trace
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
     "PROXY_METER_PROVIDERS",
+    "follows_global_logger",
     "follows_global_meter",
     "follows_global_tracer",
+    "global_logger_set",
     "global_meter_set",
     "global_provider_set",
     "global_tracer_set",
+    "is_no_op_logger",
     "is_no_op_meter",
     "is_no_op_tracer",
 ]
@@ -68,6 +71,20 @@ _NO_OP_METER_PROVIDERS: tuple[type[metrics.MeterProvider], ...] = (
 )
 
 
+# The logs API's module globals have no public names either; its unset global is `None` there and
+# the public getter hands out a `ProxyLoggerProvider`. Should they move, the public getter is used.
+_logs_api: object = sys.modules.get("opentelemetry._logs._internal")
+_PROXY_LOGGER_PROVIDERS: Final[tuple[type[_logs.LoggerProvider], ...]] = tuple(
+    kind
+    for kind in (getattr(_logs_api, "ProxyLoggerProvider", None),)
+    if isinstance(kind, type) and issubclass(kind, _logs.LoggerProvider)
+)
+_NO_OP_LOGGER_PROVIDERS: tuple[type[_logs.LoggerProvider], ...] = (
+    *_PROXY_LOGGER_PROVIDERS,
+    _logs.NoOpLoggerProvider,
+)
+
+
 def follows_global_tracer(provider: trace.TracerProvider | None) -> bool:
     """Whether `provider` stands for the global one (unset, or the API's proxy for it)."""
     return provider is None or isinstance(provider, trace.ProxyTracerProvider)
@@ -103,3 +120,21 @@ def global_meter_set() -> bool:
     if provider is _MISSING:
         provider = metrics.get_meter_provider()
     return provider is not None and not isinstance(provider, _NO_OP_METER_PROVIDERS)
+
+
+def follows_global_logger(provider: _logs.LoggerProvider | None) -> bool:
+    """Whether `provider` stands for the global one (unset, or the API's proxy for it)."""
+    return provider is None or isinstance(provider, _PROXY_LOGGER_PROVIDERS)
+
+
+def is_no_op_logger(provider: _logs.LoggerProvider | None) -> bool:
+    """Whether `provider` is the API's no-op."""
+    return isinstance(provider, _logs.NoOpLoggerProvider)
+
+
+def global_logger_set() -> bool:
+    """Whether a recording global logger provider is installed (checked on every call)."""
+    provider = getattr(_logs_api, "_LOGGER_PROVIDER", _MISSING)
+    if provider is _MISSING:
+        provider = _logs.get_logger_provider()
+    return provider is not None and not isinstance(provider, _NO_OP_LOGGER_PROVIDERS)

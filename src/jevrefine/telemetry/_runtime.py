@@ -89,8 +89,10 @@ class Telemetry:
     """
 
     __slots__ = (
+        "_follows_global_logger",
         "_follows_global_meter",
         "_follows_global_tracer",
+        "_logs_record",
         "_records",
         "capture",
         "events",
@@ -122,10 +124,15 @@ class Telemetry:
         self._records = not (
             self._follows_global_tracer or _fastpath.is_no_op_tracer(tracer_provider)
         ) or not (self._follows_global_meter or _fastpath.is_no_op_meter(meter_provider))
+        logger_provider = settings.logger_provider
+        self._follows_global_logger = _fastpath.follows_global_logger(logger_provider)
+        self._logs_record = not (
+            self._follows_global_logger or _fastpath.is_no_op_logger(logger_provider)
+        )
         self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
         self.events: _logs.Logger = _logs.get_logger(
-            INSTRUMENTATION_NAME, __version__, settings.logger_provider
+            INSTRUMENTATION_NAME, __version__, logger_provider
         )
         names = settings.names
         self.operation_duration = meter.create_histogram(
@@ -198,6 +205,20 @@ class Telemetry:
             or self.capture is not CaptureMode.NO_CONTENT
             or (self._follows_global_tracer and _fastpath.global_tracer_set())
             or (self._follows_global_meter and _fastpath.global_meter_set())
+        )
+
+    def listening(self) -> bool:
+        """Whether anything could receive a loop's spans, metrics or result events.
+
+        `active()`, or a logger provider records: the self-refine loop's result events
+        (`gen_ai.evaluation.result`) also go to the logs API, with no tracer needed. Checked once
+        per refinement: when nothing listens at all, the loop skips its spans, events and metrics
+        (`bench_chain_overhead`, `bench_adapter_cpu`'s `refine_many`).
+        """
+        return (
+            self.active()
+            or self._logs_record
+            or (self._follows_global_logger and _fastpath.global_logger_set())
         )
 
     def start_workflow_span(self) -> trace.Span:

@@ -1,0 +1,59 @@
+"""JSON bodies in and out: pydantic-core's Rust codec, keeping the standard library's answers.
+
+A model call decodes one response body and encodes one request body; `json.loads` and
+`json.dumps` cost 10 – 20 µs each for a small chat completion on this machine, pydantic-core's
+`from_json` / `to_json` 2 – 4 µs (`python -m benchmarks.bench_adapter_cpu`: the
+`OpenAIChatModel.call` row). pydantic-core is already installed with pydantic; the versions this
+was measured with are pinned in `tests/test_fast_paths.py` (`MEASURED_WITH_PYDANTIC_CORE`).
+
+The results are the standard library's: whatever the Rust parser refuses (a byte-order mark, a
+UTF-16 body, broken JSON) is handed to `json.loads`, which decides (and raises its own
+`ValueError`); a body holding NaN or an infinity, or a value the Rust encoder cannot write, is
+encoded by `json.dumps(allow_nan=False)`, which raises what it always raised.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import pydantic_core
+
+__all__ = ["MEASURED_WITH_PYDANTIC_CORE", "dumps", "loads"]
+
+MEASURED_WITH_PYDANTIC_CORE: Final = ((2, 50), (2, 51))
+"""The pydantic-core versions (from, up to but not including) measured: 2.50.5, 2026-12-01."""
+
+_NOT_JSON: Final = (b"NaN", b"Infinity")
+"""What pydantic-core writes for a non-finite float, and JSON has no word for."""
+
+
+def loads(content: bytes | str) -> Any:
+    """The JSON value of `content`, as `json.loads` reads it.
+
+    Raises:
+        ValueError: `content` is not JSON (`json.JSONDecodeError`, as ever).
+    """
+    try:
+        # Keys only: values (answers, ids) are rarely repeated, and the cache is process-wide.
+        return pydantic_core.from_json(content, cache_strings="keys")
+    except ValueError:
+        return json.loads(content)
+
+
+def dumps(value: Any) -> bytes:
+    """`value` as compact UTF-8 JSON (`json.dumps(separators=(",", ":"), ensure_ascii=False)`).
+
+    Raises:
+        ValueError: a NaN or an infinity in `value` (JSON cannot carry them).
+        TypeError: a value JSON has no form for.
+    """
+    try:
+        encoded = pydantic_core.to_json(value)
+    except ValueError:  # PydanticSerializationError: let the standard library say what is wrong
+        encoded = None
+    if encoded is None or any(word in encoded for word in _NOT_JSON):
+        # Maybe only inside a string; the standard library knows, and refuses a bare one.
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode()
+    return encoded
