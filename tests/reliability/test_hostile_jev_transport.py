@@ -3,7 +3,7 @@
 Promises (issue 16, item 1): chunk sizes, the status line, header lines, `Content-Length`,
 `Transfer-Encoding` and trailers are parsed strictly; anything else is `MalformedResponseError`
 (a `JudgeResponseError` through `JudgeClient`, never retried) and the connection is closed, never
-pooled. `max_response_bytes` holds for every framing: no more than one byte past it is read.
+pooled. `max_response_bytes` holds for every framing: no more than one byte past it is parsed.
 A hypothesis fuzz over all of it raises only the documented types, never hangs.
 """
 
