@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _hostile_model_peer import Answer, HostilePeer, drip
+from _hostile_model_peer import Answer, HostilePeer, drip, raw
 
 from jevrefine.exceptions import ModelTimeoutError, UserError
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
@@ -33,6 +33,7 @@ SLACK = 1.5
 """Room above a deadline for a loaded 2-core machine (closing the connection included)."""
 EVERY = 0.5
 """The peer's pace: one byte per half second, so no single read ever waits long."""
+_RETRY_20 = ("retry-after", "20")
 
 OPENAI_BODY = json.dumps(
     {
@@ -127,6 +128,34 @@ async def test_a_dripped_body_ends_at_total_timeout(peer: HostilePeer, kind: str
         assert error.is_transient
         await _closed(peer, model)
     assert len(peer.requests) == 1
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_the_sdks_back_off_ends_at_total_timeout(peer: HostilePeer, kind: str) -> None:
+    """Promise: a server that answers 503 with `Retry-After: 20` gets no second request from a
+    call with `total_timeout=1` (the retry would start past it), and the call ends at 1 s, not
+    20: the lean request bounds the SDK's back-off by the call's deadline itself."""
+    overloaded = raw(b'{"error": {"message": "overloaded"}}', status=503, headers=[_RETRY_20])
+    peer.script(overloaded)
+    async with _model(kind, peer, timeout=3, total_timeout=1, max_retries=2) as model:
+        error, elapsed = await _timed_out(model.call(PROMPT))
+        assert 1 <= elapsed < 1 + SLACK, elapsed
+        assert "total_timeout=1 s" in str(error)
+    assert len(peer.requests) == 1
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_retry_inside_the_deadline_still_runs(peer: HostilePeer, kind: str) -> None:
+    """Promise: the deadline cuts only what would pass it: a 503 with `Retry-After: 0.2` is
+    retried within `total_timeout=5`, and the second answer is the call's."""
+    ok = raw(OPENAI_BODY if kind == "openai" else ANTHROPIC_BODY)
+    soon = raw(b"{}", status=503, headers=[("retry-after-ms", "200")])
+    peer.script(soon, ok)
+    async with _model(kind, peer, timeout=3, total_timeout=5, max_retries=2) as model:
+        with anyio.fail_after(10):
+            response = await model.call(PROMPT)
+    assert response.text == "hi"
+    assert len(peer.requests) == 2
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])

@@ -33,9 +33,9 @@ without building them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
@@ -43,7 +43,15 @@ import httpx2
 from .. import _json, rate_limit
 from .._transport import HeaderLines, KeepAliveTransport, RawResponse
 
-__all__ = ["JSONObject", "LeanPost", "Vendor", "sdk_body", "unwrapped"]
+__all__ = ["DeadlineExpired", "JSONObject", "LeanPost", "Vendor", "sdk_body", "unwrapped"]
+
+_NO_DEADLINE = float("inf")
+T = TypeVar("T")
+
+
+class DeadlineExpired(Exception):
+    """The caller's `deadline` passed before an answer: the adapter's total-timeout error."""
+
 
 _REQUEST_ERRORS = (httpx2.RequestError,)
 """What the raw core raises for a request that got no answer (httpx's types, as the SDK sees)."""
@@ -115,10 +123,17 @@ class LeanPost:
         self._options = vendor.options(method="post", url=path, json_data=None, **extra)
         self._fields: dict[int, HeaderLines] = {}
 
-    async def post(self, body: dict[str, Any]) -> RawResponse | httpx2.Response:
+    async def post(
+        self, body: dict[str, Any], *, deadline: float = _NO_DEADLINE
+    ) -> RawResponse | httpx2.Response:
         """The 2xx answer to `body`, after the SDK's retries; else the SDK's error.
 
+        `deadline` (an `anyio.current_time()`) bounds the whole of it, retries and their
+        back-off included, without a cancel scope of the caller's around it (one fewer per call,
+        `bench_adapter_cpu`): each exchange is given it, and no wait here goes past it.
+
         Raises:
+            DeadlineExpired: `deadline` passed first.
             APIStatusError: (the SDK's, its subclasses) an error status, once retrying is over.
             APITimeoutError: (the SDK's) no answer in time, once retrying is over.
             APIConnectionError: (the SDK's) no answer, once retrying is over.
@@ -134,7 +149,9 @@ class LeanPost:
         connect, write, read, pool = self._timeouts
         for retries_taken in range(max_retries + 1):
             remaining = max_retries - retries_taken
-            fields = self._fields.get(retries_taken) or await self._fields_for(retries_taken)
+            fields = self._fields.get(retries_taken) or await _by(
+                deadline, self._fields_for(retries_taken)
+            )
             try:
                 raw = await self._transport.exchange(
                     "POST",
@@ -149,29 +166,32 @@ class LeanPost:
                     read=read,
                     pool=pool,
                     fixed=fields,
+                    deadline=deadline,
                 )
                 if raw.header(b"content-encoding") is not None:
                     # Sent although not asked for: decoded as httpx would (a failure to decode
                     # is a request error there too).
                     raw = await raw.decoded(self._request(payload))
             except httpx2.TimeoutException as exc:
+                if anyio.current_time() >= deadline:
+                    raise DeadlineExpired from None  # the caller's bound, not a phase's timeout
                 if remaining > 0:
-                    await self._sleep(remaining, None)
+                    await self._sleep(remaining, None, deadline)
                     continue
                 raise vendor.timeout_error(request=self._request(payload)) from exc
             except _REQUEST_ERRORS as exc:
                 if remaining > 0:
-                    await self._sleep(remaining, None)
+                    await self._sleep(remaining, None, deadline)
                     continue
                 raise vendor.connection_error(request=self._request(payload)) from exc
             status = raw.status_code
             if 200 <= status < 300:
                 return raw
             if 300 <= status < 400:
-                return await self._redirected(body)
+                return await _by(deadline, self._redirected(body))
             response = self._response(raw, payload)
             if remaining > 0 and sdk._should_retry(response):
-                await self._sleep(remaining, response.headers)
+                await self._sleep(remaining, response.headers, deadline)
                 continue
             raise sdk._make_status_error_from_response(response) from None
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
@@ -199,10 +219,15 @@ class LeanPost:
         self._fields[retries_taken] = fields
         return fields
 
-    async def _sleep(self, remaining: int, headers: httpx2.Headers | None) -> None:
+    async def _sleep(self, remaining: int, headers: httpx2.Headers | None, deadline: float) -> None:
         delay = self._client._calculate_retry_timeout(remaining, self._options, headers)
         self._vendor.log.info("Retrying request in %f seconds", delay)
-        await anyio.sleep(delay)
+        wake = anyio.current_time() + delay
+        if wake >= deadline:
+            # The retry would start past the bound: wait until it, as the caller's scope did.
+            await anyio.sleep_until(deadline)
+            raise DeadlineExpired
+        await anyio.sleep_until(wake)
 
     def _request(self, payload: bytes) -> httpx2.Request:
         # The SDK's errors name their request; built only when one is raised.
@@ -222,6 +247,16 @@ class LeanPost:
             # own pace (the capped client's response hook marks it alike).
             response.headers["x-should-retry"] = "false"
         return response
+
+
+async def _by(deadline: float, step: Awaitable[T]) -> T:
+    """`step`'s result, unless `deadline` passes first (`DeadlineExpired`; rare steps only)."""
+    if deadline == _NO_DEADLINE:
+        return await step
+    with anyio.move_on_at(deadline) as scope:
+        return await step
+    assert scope.cancelled_caught
+    raise DeadlineExpired
 
 
 class JSONObject:

@@ -127,7 +127,7 @@ class LeanMessages:
             client, transport, MESSAGES_PATH, vendor=_ANTHROPIC, timeout=timeout
         )
 
-    async def create(self, params: Mapping[str, Any]) -> object:
+    async def create(self, params: Mapping[str, Any], *, deadline: float = float("inf")) -> object:
         """The answer to `messages.create(**params)`, as the SDK's lenient parsing hands it.
 
         `params` are the adapter's: the keywords `create` takes, `extra_body` among them.
@@ -138,6 +138,7 @@ class LeanMessages:
             anthropic.APIStatusError: (its subclasses) an error status, once retrying is over.
             anthropic.APITimeoutError: no answer in time, once retrying is over.
             anthropic.APIConnectionError: no answer, once retrying is over.
+            DeadlineExpired: `deadline` (an `anyio.current_time()`) passed first.
         """
         model = params["model"]
         if self._default_timeout:
@@ -153,7 +154,7 @@ class LeanMessages:
                 DeprecationWarning,
                 stacklevel=3,
             )
-        raw = await self._post.post(_body(params))
+        raw = await self._post.post(_body(params), deadline=deadline)
         return _lean.sdk_body(raw)
 
 

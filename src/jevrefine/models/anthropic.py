@@ -89,7 +89,7 @@ from ._bounded_transport import (
     lean_parts,
 )
 from ._deadlines import END, Pace, call_expired
-from ._lean import JSONObject, unwrapped
+from ._lean import DeadlineExpired, JSONObject, unwrapped
 from ._lean_anthropic import LeanMessages, eligible
 from ._sdk import Holdings, close_stream, plain, text_chunk
 from ._settings import AdapterSettings
@@ -314,22 +314,25 @@ class AnthropicChatModel(ChatModel):
             with self._map_errors(model):
                 # The whole call, the SDK's retries included: the SDK's timeout is per read.
                 deadline = anyio.current_time() + self._deadlines.total
-                with anyio.CancelScope(deadline=deadline) as scope:
-                    lean = self._lean
-                    if lean is not None:
-                        # `create`'s semantics (the SDK's headers, retries and errors) on the
-                        # transport's raw core, the answer read without the SDK's models.
-                        message = await lean.create(params)
-                    else:
+                lean = self._lean
+                if lean is not None:
+                    # `create`'s semantics (the SDK's headers, retries and errors) on the
+                    # transport's raw core, the answer read without the SDK's models; it
+                    # keeps the deadline itself.
+                    message = await lean.create(params, deadline=deadline)
+                else:
+                    with anyio.CancelScope(deadline=deadline) as scope:
                         message = await self._client.messages.create(**params)
+                    if scope.cancelled_caught:
+                        raise DeadlineExpired
+        except DeadlineExpired:
+            raise call_expired(self._deadlines, model, where) from None
         except ValueError as exc:
             # The SDK refuses a non-streaming request it expects to run past 10 minutes (a large
             # max_tokens); the same answer is had by streaming it and joining the chunks.
             if "Streaming is required" not in str(exc):
                 raise
             return concat_chunks([chunk async for chunk in self._stream(prompt)])
-        if scope.cancelled_caught:
-            raise call_expired(self._deadlines, model, where)
         if not isinstance(message, _OBJECT) or not isinstance(
             getattr(message, "content", None), list
         ):

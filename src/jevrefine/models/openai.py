@@ -72,8 +72,8 @@ from ._bounded_transport import (
     lean_parts,
 )
 from ._deadlines import END, Pace, call_expired
+from ._lean import DeadlineExpired, sdk_body
 from ._lean import JSONObject as _JSONObject
-from ._lean import sdk_body
 from ._lean_openai import LeanPost, eligible
 from ._sdk import Holdings, close_stream, plain, text_chunk
 from ._settings import AdapterSettings
@@ -264,31 +264,33 @@ class OpenAIChatModel(ChatModel):
         """
         params, extra_body = self._request(prompt)
         model = params["model"]
-        completion: Any = None
+        body = params if extra_body is None else {**params, **extra_body}
+        # The whole call, the SDK's retries included: the SDK's timeout is per read only.
+        deadline = anyio.current_time() + self._deadlines.total
         try:
-            # The whole call, the SDK's retries included: the SDK's timeout is per read only.
-            with anyio.CancelScope(deadline=anyio.current_time() + self._deadlines.total) as scope:
-                body = params if extra_body is None else {**params, **extra_body}
-                lean = self._lean
-                if lean is not None:
-                    # The SDK's headers, retries and error types on the transport's raw core,
-                    # without httpx's client layer (see `_lean_openai`).
-                    raw: httpx2.Response | RawResponse = await lean.post(body)
-                else:
+            lean = self._lean
+            if lean is not None:
+                # The SDK's headers, retries and error types on the transport's raw core,
+                # without httpx's client layer (see `_lean_openai`); it keeps the deadline.
+                raw: httpx2.Response | RawResponse = await lean.post(body, deadline=deadline)
+            else:
+                with anyio.CancelScope(deadline=deadline) as scope:
                     # The SDK's low-level post: its auth headers, retries and error types,
                     # without its params transform and response models (the adapter builds
                     # plain JSON and reads the answer itself): about half the SDK's CPU.
                     raw = await self._client.post(
                         _COMPLETIONS_PATH, body=body, cast_to=httpx2.Response
                     )
-                completion = sdk_body(raw)
+                if scope.cancelled_caught:
+                    raise DeadlineExpired
+            completion: Any = sdk_body(raw)
+        except DeadlineExpired:
+            raise call_expired(self._deadlines, model, self.base_url) from None
         except ModelError as error:  # raised by the capped HTTP client
             self._redact(error)
             raise
         except _SDK_ERRORS as exc:
             raise self._model_error(exc, model) from exc
-        if scope.cancelled_caught:
-            raise call_expired(self._deadlines, model, self.base_url)
         if not isinstance(completion, ChatCompletion | _JSONObject):
             # The SDK hands back a 200 body it could not read as an object (text without a JSON
             # content type, a JSON list) unchanged: say so, instead of an AttributeError later.
