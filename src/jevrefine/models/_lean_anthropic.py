@@ -42,9 +42,12 @@ from . import _lean
 
 __all__ = ["MEASURED_WITH_ANTHROPIC", "MESSAGES_PATH", "LeanMessages", "eligible"]
 
-MEASURED_WITH_ANTHROPIC: Final = ((2, 14), (2, 15))
+MEASURED_WITH_ANTHROPIC: Final = ((2, 14), (2, 16))
 """The `anthropic` versions (from, up to but not including) whose private helpers this module
-calls, as `bench_adapter_cpu` measured it (anthropic 2.14.0, 2026-12-01)."""
+calls, as `bench_adapter_cpu` measured it (anthropic 2.14.0 and 2.15.0, 2026-12-01). 2.15.0,
+released that day, was read against 2.14.0 before widening: `_base_client.py` is unchanged, and
+`_client.py` changed only `_should_retry`'s 401 retry for a token cache, a client this path
+never takes (`eligible`)."""
 
 MESSAGES_PATH: Final = "/v1/messages"
 
