@@ -133,8 +133,7 @@ def is_no_op_logger(provider: _logs.LoggerProvider | None) -> bool:
 
 
 def global_logger_set() -> bool:
-    """Whether a recording global logger provider is installed (checked on every call)."""
-    provider = getattr(_logs_api, "_LOGGER_PROVIDER", _MISSING)
-    if provider is _MISSING:
-        provider = _logs.get_logger_provider()
-    return provider is not None and not isinstance(provider, _NO_OP_LOGGER_PROVIDERS)
+    """Whether a recording global logger provider is installed (checked once per refinement)."""
+    return global_provider_set(
+        _logs_api, "_LOGGER_PROVIDER", _logs.get_logger_provider, _NO_OP_LOGGER_PROVIDERS
+    )
