@@ -61,7 +61,8 @@ def eligible(client: AsyncOpenAI) -> bool:
     """Whether `client` authenticates with a plain API key and nothing else the SDK would run.
 
     A provider runtime, an API key provider, workload identity, a custom `httpx2.Auth`, an
-    idempotency header or default query parameters each need the SDK's own request path.
+    idempotency header, default query parameters, or a host with `_` (httpx sends another SNI
+    name for it than the raw core would) each need the SDK's own request path.
     """
     sdk: Any = client
     return (
@@ -71,6 +72,7 @@ def eligible(client: AsyncOpenAI) -> bool:
         and sdk.custom_auth is None
         and sdk._idempotency_header is None
         and not sdk.default_query
+        and "_" not in client.base_url.host
     )
 
 
