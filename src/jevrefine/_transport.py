@@ -27,11 +27,12 @@ each send, and makes two `epoll_ctl` calls around each receive; the protocol's w
 exchange's deadline as one timer, where a cancel scope cost four times as much (16 µs against
 4). The status line and headers are matched by one regular expression; anything it refuses
 goes to the line-by-line reader, which names the fault. With the Jev client's own changes,
-`JudgeClient.system_one` went from 505 to 296 µs of CPU per call at concurrency 1 and from 397
-to 288 µs at 64, the floor 140–150 µs (2026-12-01, `python -m benchmarks.bench_judge_client
---quick`, the two trees alternating, load average 1.7–2.0). Other backends (trio), and names
-that resolve to both IPv4 and IPv6 addresses, keep anyio's streams (`_StreamConnection`):
-asyncio's own happy eyeballs leak a socket when cancelled on Python 3.11, anyio's do not.
+`JudgeClient.system_one` went from 427 to 259 µs of CPU per call at concurrency 1 and from 345
+to 241 µs at 64 (2026-12-01, `python -m benchmarks.bench_judge_client`, full size, the two trees
+back to back on the idle machine; the floor client 109 – 159 µs, its JSON codec changed too).
+Other backends (trio), and names that resolve to both IPv4 and IPv6 addresses, keep anyio's
+streams (`_StreamConnection`): asyncio's own happy eyeballs leak a socket when cancelled on
+Python 3.11, anyio's do not.
 
 Scope, deliberately small: HTTP/1.1 over TCP or TLS, request bodies already in memory,
 `Content-Length`, chunked and read-until-close response bodies, each read whole before the
@@ -314,8 +315,8 @@ class _PeerConnection(_Connection, asyncio.BufferedProtocol):
     Why not anyio's `SocketStream` here: per request it takes a shielded cancel scope and one
     more event-loop iteration after each send (`cancel_shielded_checkpoint`), and two
     `epoll_ctl` system calls around each receive (it resumes and pauses reading every time).
-    Measured with `python -m benchmarks.bench_judge_client` and `/work/prof`-style A/B runs of
-    2,000 sequential `system_one` calls (see the module docstring for the figures).
+    Measured with `python -m benchmarks.bench_judge_client`, and A/B runs of 2,000 sequential
+    `system_one` calls under `time.process_time` (see the module docstring for the figures).
 
     The bytes go straight into `buffer` (the event loop reads into one scratch of at most 64 KiB
     per `recv_into`), reading pauses once 64 KiB wait unparsed, and a reader that wants more
