@@ -38,6 +38,7 @@ Every number is CPU time (`time.process_time`), the load average beside it.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -257,8 +258,10 @@ async def floor_pairs(model_url: str, jev_url: str, n: int, concurrency: int) ->
     jev = FloorClient(jev_url, headers={"authorization": "Bearer jev-bench"})
     questions = {k: q.to_wire() for k, q in QUESTIONS.items()}
     model_name = DEFAULT_MODEL  # what JudgeClient sends when none is given
+    numbers = itertools.count()  # each pair its own question, as in `refine_pairs`
 
-    async def pair(i: int) -> None:
+    async def pair() -> None:
+        i = next(numbers)
         body = {"model": MODEL, "messages": [{"role": "user", "content": f"question {i}"}]}
         answer = await model.post("/chat/completions", body)
         text = answer["choices"][0]["message"]["content"]
@@ -266,28 +269,11 @@ async def floor_pairs(model_url: str, jev_url: str, n: int, concurrency: int) ->
         wire = {"state": state, "model": model_name, "questions": questions}
         await jev.post("/v1/systemone", wire)
 
-    await in_flight_items(pair, min(n, concurrency * 2), concurrency)
-    wall, cpu = await in_flight_items(pair, n, concurrency)
+    await in_flight(pair, min(n, concurrency * 2), concurrency)
+    wall, cpu = await in_flight(pair, n, concurrency)  # seconds per pair
     await model.aclose()
     await jev.aclose()
-    return {"pairs_per_s": n / wall, "cpu_per_pair": cpu / n, "wall": wall, "cpu": cpu}
-
-
-async def in_flight_items(
-    work: Callable[[int], Awaitable[None]], n: int, concurrency: int
-) -> tuple[float, float]:
-    """(wall, CPU) seconds for items 0 .. n-1, `concurrency` at once."""
-    items = iter(range(n))
-
-    async def worker() -> None:
-        for i in items:
-            await work(i)
-
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for _ in range(concurrency):
-            group.start_soon(worker)
-    return time.perf_counter() - wall0, time.process_time() - cpu0
+    return {"pairs_per_s": 1 / wall, "cpu_per_pair": cpu, "wall": wall * n, "cpu": cpu * n}
 
 
 async def run(args: argparse.Namespace) -> None:

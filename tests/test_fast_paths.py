@@ -178,6 +178,26 @@ def test_openai_is_the_series_the_lean_request_was_measured_with() -> None:
     )
 
 
+_LEAN_HELPERS: dict[str, list[str]] = {
+    "_build_headers": ["self", "options", "retries_taken"],
+    "_should_retry": ["self", "response"],
+    "_calculate_retry_timeout": ["self", "remaining_retries", "options", "response_headers"],
+    "_make_status_error_from_response": ["self", "response"],
+    "_prepare_url": ["self", "url"],
+}
+"""The private helpers `models/_lean.py` calls on either SDK client (one generator made both),
+with the parameters it passes."""
+
+
+def _parameters(sdk_class: type, name: str) -> list[str]:
+    return list(inspect.signature(getattr(sdk_class, name)).parameters)
+
+
+def _assert_lean_helpers(sdk_class: type) -> None:
+    for name, expected in _LEAN_HELPERS.items():
+        assert _parameters(sdk_class, name) == expected, name
+
+
 def test_the_openai_helpers_the_lean_request_calls_keep_their_shape() -> None:
     """Promise: each private SDK helper the lean request calls exists with the parameters it
     passes, and a client the adapter builds has none of the SDK's other auth modes."""
@@ -185,19 +205,7 @@ def test_the_openai_helpers_the_lean_request_calls_keep_their_shape() -> None:
 
     from jevrefine.models._lean_openai import eligible
 
-    def parameters(name: str) -> list[str]:
-        return list(inspect.signature(getattr(AsyncOpenAI, name)).parameters)
-
-    assert parameters("_build_headers") == ["self", "options", "retries_taken"]
-    assert parameters("_should_retry") == ["self", "response"]
-    assert parameters("_calculate_retry_timeout") == [
-        "self",
-        "remaining_retries",
-        "options",
-        "response_headers",
-    ]
-    assert parameters("_make_status_error_from_response") == ["self", "response"]
-    assert parameters("_prepare_url") == ["self", "url"]
+    _assert_lean_helpers(AsyncOpenAI)
     client: Any = AsyncOpenAI(api_key="sk-pinned-0123", base_url="http://127.0.0.1:9/v1")
     for name in ("_platform", "_provider_runtime", "_api_key_provider", "_idempotency_header"):
         assert hasattr(client, name), name
@@ -245,20 +253,8 @@ def test_the_anthropic_helpers_the_lean_request_calls_keep_their_shape() -> None
 
     from jevrefine.models._lean_anthropic import eligible
 
-    def parameters(name: str) -> list[str]:
-        return list(inspect.signature(getattr(AsyncAnthropic, name)).parameters)
-
-    assert parameters("_build_headers") == ["self", "options", "retries_taken"]
-    assert parameters("_should_retry") == ["self", "response"]
-    assert parameters("_calculate_retry_timeout") == [
-        "self",
-        "remaining_retries",
-        "options",
-        "response_headers",
-    ]
-    assert parameters("_make_status_error_from_response") == ["self", "response"]
-    assert parameters("_prepare_url") == ["self", "url"]
-    assert parameters("_calculate_nonstreaming_timeout") == [
+    _assert_lean_helpers(AsyncAnthropic)
+    assert _parameters(AsyncAnthropic, "_calculate_nonstreaming_timeout") == [
         "self",
         "max_tokens",
         "max_nonstreaming_tokens",

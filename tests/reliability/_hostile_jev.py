@@ -127,3 +127,22 @@ async def flood(writer: Writer, first: bytes, *, piece: bytes, total: int) -> No
     while sent < total:
         await writer.send(piece)
         sent += len(piece)
+
+
+def scripted(*answers: bytes) -> Script:
+    """A script answering successive requests with `answers`, one each, in order."""
+    replies = iter(answers)
+
+    async def script(writer: Writer) -> None:
+        await writer.send(next(replies))
+
+    return script
+
+
+def request_head(request: bytes) -> list[bytes]:
+    """A recorded request's request line and header lines, the body left out."""
+    return request.partition(b"\r\n\r\n")[0].split(b"\r\n")
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
+"""What would send an adapter's calls through a proxy (and off its lean request)."""

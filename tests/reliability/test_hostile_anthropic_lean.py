@@ -19,7 +19,14 @@ from typing import Any, Final
 
 import anyio
 import pytest
-from _hostile_jev import HostileServer, Writer, response
+from _hostile_jev import (
+    PROXY_VARIABLES,
+    HostileServer,
+    Writer,
+    request_head,
+    response,
+    scripted,
+)
 from anthropic._models import FinalRequestOptions
 
 import jevrefine as jr
@@ -113,22 +120,9 @@ def _model(server: HostileServer, *, retries: int = 0, **kwargs: Any) -> Anthrop
     return model
 
 
-def _head(request: bytes) -> list[bytes]:
-    return request.partition(b"\r\n\r\n")[0].split(b"\r\n")
-
-
-def _scripted(*answers: bytes) -> Any:
-    replies = iter(answers)
-
-    async def script(writer: Writer) -> None:
-        await writer.send(next(replies))
-
-    return script
-
-
 @pytest.fixture(autouse=True)
 def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+    for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -180,7 +174,7 @@ async def test_the_lean_request_sends_the_sdks_header_lines_and_counts_its_retri
     busy = response(
         b'{"type":"error","error":{"type":"api_error","message":"busy"}}', status=b"500 Busy"
     )
-    async with HostileServer(_scripted(busy, response(_json(MESSAGE))), close=False) as server:
+    async with HostileServer(scripted(busy, response(_json(MESSAGE))), close=False) as server:
         model = _model(server, retries=2)
         port = server.base_url.rsplit(":", 1)[1].encode()
         with anyio.fail_after(10):
@@ -193,7 +187,7 @@ async def test_the_lean_request_sends_the_sdks_header_lines_and_counts_its_retri
         expected = [sdk._build_headers(options, retries_taken=n).raw for n in (0, 1)]
         await model.aclose()
     assert answer.result.output.text == "hi"
-    first, second = (_head(request) for request in server.requests)
+    first, second = (request_head(request) for request in server.requests)
     assert first[0] == b"POST /v1/messages HTTP/1.1"
     body = server.requests[0].partition(b"\r\n\r\n")[2]
     assert first[1:] == [
@@ -234,7 +228,7 @@ async def test_a_429_is_retried_after_its_retry_after() -> None:
         status=b"429 Too Many Requests",
         headers=b"retry-after: 0.05\r\n",
     )
-    async with HostileServer(_scripted(limited, response(_json(MESSAGE))), close=False) as server:
+    async with HostileServer(scripted(limited, response(_json(MESSAGE))), close=False) as server:
         model = _model(server, retries=2)
         sdk: Any = model.client
         waits: list[tuple[Any, float]] = []
@@ -360,7 +354,7 @@ async def test_a_redirect_is_followed_through_the_sdk_with_creates_timeout() -> 
             answer = await model.call(PROMPT)
         await model.aclose()
     assert answer.result.output.text == "hi"
-    heads = [_head(r) for r in server.requests]
+    heads = [request_head(r) for r in server.requests]
     assert [h[0] for h in heads] == [
         b"POST /v1/messages HTTP/1.1",  # the lean request: moved
         b"POST /v1/messages HTTP/1.1",  # the SDK's own post, which follows the move

@@ -16,7 +16,14 @@ from typing import Any
 
 import anyio
 import pytest
-from _hostile_jev import HostileServer, Writer, response
+from _hostile_jev import (
+    PROXY_VARIABLES,
+    HostileServer,
+    Writer,
+    request_head,
+    response,
+    scripted,
+)
 from openai import AsyncOpenAI
 from openai._models import FinalRequestOptions
 
@@ -49,28 +56,15 @@ def _model(server: HostileServer, *, retries: int = 2, **kwargs: Any) -> OpenAIC
     return model
 
 
-def _head(request: bytes) -> list[bytes]:
-    return request.partition(b"\r\n\r\n")[0].split(b"\r\n")
-
-
-def _scripted(*answers: bytes) -> Any:
-    replies = iter(answers)
-
-    async def script(writer: Writer) -> None:
-        await writer.send(next(replies))
-
-    return script
-
-
 @pytest.fixture(autouse=True)
 def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+    for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 
 async def test_the_lean_request_sends_the_sdks_header_lines_and_counts_its_retries() -> None:
     busy = response(b'{"error":{"message":"busy"}}', status=b"500 Busy")
-    script = _scripted(busy, response(COMPLETION))
+    script = scripted(busy, response(COMPLETION))
     async with HostileServer(script, close=False) as server:
         model = _model(server)
         assert model._lean is not None  # the lean path, not the SDK's post
@@ -82,7 +76,7 @@ async def test_the_lean_request_sends_the_sdks_header_lines_and_counts_its_retri
         expected = [sdk._build_headers(options, retries_taken=n).raw for n in (0, 1)]
         await model.aclose()
     assert answer.result.output.text == "hi"
-    first, second = (_head(request) for request in server.requests)
+    first, second = (request_head(request) for request in server.requests)
     assert first[0] == b"POST /v1/chat/completions HTTP/1.1"
     body = server.requests[0].partition(b"\r\n\r\n")[2]
     assert first[1:] == [
@@ -151,7 +145,7 @@ async def test_a_redirect_is_followed_through_the_sdk() -> None:
             answer = await model.call(PROMPT)
         await model.aclose()
     assert answer.result.output.text == "hi"
-    assert [_head(r)[0] for r in server.requests] == [
+    assert [request_head(r)[0] for r in server.requests] == [
         b"POST /v1/chat/completions HTTP/1.1",
         b"POST /v1/chat/completions HTTP/1.1",
         b"POST /v2/chat/completions HTTP/1.1",
