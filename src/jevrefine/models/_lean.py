@@ -41,7 +41,7 @@ import anyio
 import httpx2
 
 from .. import _json, rate_limit
-from .._transport import HeaderLines, KeepAliveTransport, RawResponse
+from .._transport import HeaderLines, KeepAliveTransport, RawResponse, loop_time
 
 __all__ = ["DeadlineExpired", "JSONObject", "LeanPost", "Vendor", "sdk_body", "unwrapped"]
 
@@ -173,7 +173,7 @@ class LeanPost:
                     # is a request error there too).
                     raw = await raw.decoded(self._request(payload))
             except httpx2.TimeoutException as exc:
-                if anyio.current_time() >= deadline:
+                if loop_time() >= deadline:
                     raise DeadlineExpired from None  # the caller's bound, not a phase's timeout
                 if remaining > 0:
                     await self._sleep(remaining, None, deadline)
@@ -222,7 +222,7 @@ class LeanPost:
     async def _sleep(self, remaining: int, headers: httpx2.Headers | None, deadline: float) -> None:
         delay = self._client._calculate_retry_timeout(remaining, self._options, headers)
         self._vendor.log.info("Retrying request in %f seconds", delay)
-        wake = anyio.current_time() + delay
+        wake = loop_time() + delay
         if wake >= deadline:
             # The retry would start past the bound: wait until it, as the caller's scope did.
             await anyio.sleep_until(deadline)

@@ -59,6 +59,7 @@ except ImportError as _import_error:
     ) from _import_error
 
 from .._headers import parse_retry_after, redact_error, safe_headers
+from .._transport import loop_time
 from .._validate import integer
 from ..exceptions import (
     IncompleteResponseError,
@@ -313,7 +314,7 @@ class AnthropicChatModel(ChatModel):
         try:
             with self._map_errors(model):
                 # The whole call, the SDK's retries included: the SDK's timeout is per read.
-                deadline = anyio.current_time() + self._deadlines.total
+                deadline = loop_time() + self._deadlines.total
                 lean = self._lean
                 if lean is not None:
                     # `create`'s semantics (the SDK's headers, retries and errors) on the

@@ -39,7 +39,7 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
     ) from _import_error
 
 from .._headers import parse_retry_after, redact_error, safe_headers
-from .._transport import RawResponse
+from .._transport import RawResponse, loop_time
 from ..exceptions import (
     EmptyResponseError,
     IncompleteResponseError,
@@ -266,7 +266,7 @@ class OpenAIChatModel(ChatModel):
         model = params["model"]
         body = params if extra_body is None else {**params, **extra_body}
         # The whole call, the SDK's retries included: the SDK's timeout is per read only.
-        deadline = anyio.current_time() + self._deadlines.total
+        deadline = loop_time() + self._deadlines.total
         try:
             lean = self._lean
             if lean is not None:
