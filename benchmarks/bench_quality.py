@@ -34,6 +34,7 @@ numbers in tests/test_bench_quality.py.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -56,7 +57,7 @@ from jevrefine import ChatClient, SelfRefineAdvisor, context_keys
 from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
 from jevrefine.jev import Noul
 from jevrefine.judge import Judge, JudgeInput, ModelJudgeClient, check, noul
-from jevrefine.messages import ChatOptions, ChatResponse, Prompt
+from jevrefine.messages import ChatOptions, ChatResponse, Prompt, Usage
 from jevrefine.models.base import ChatModel
 
 from ._harness import bar, emit, figure
@@ -64,12 +65,16 @@ from .ifbench import convert, verify
 
 ATTEMPTS = 3
 SEED = 7
-MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b")
+MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 SETUPS = ("verifiers", "model-judge", "dspy", "pydantic-ai")
 DEFAULT_MAX_TOKENS = 160
-PUBLISHED_N = 12
-"""The published subset: this many evenly spaced prompts (a full run of both models and every
-setup takes about an hour on the 2-core machine)."""
+PUBLISHED_N = 200
+"""The published subset: this many evenly spaced prompts of the 269 (the other 69 are the dev
+slice, `--dev`, that loop options are tuned on). A full run is hours per model on 2 cores: split
+it with `--cases`/`--part`, keep it with `--dump`, resume it with `--resume`, and share
+generations between runs with `--cache`."""
+HISTORY_N = 12
+"""The size of the subset published before 2026-12-02 (its tables in RESULTS.md are history)."""
 
 # Feedback templates measured for the refine loop (`--templates`); `default` is the SDK's.
 TEMPLATES: Mapping[str, str] = {
@@ -219,7 +224,7 @@ class SharedModel(ChatModel):
     supports_tools: ClassVar[bool] = False
     supports_native_structured_output: ClassVar[bool] = True
 
-    def __init__(self, inner: ChatModel, cache: dict[str, tuple[ChatResponse, float]]) -> None:
+    def __init__(self, inner: ChatModel, cache: ResponseCache) -> None:
         self.inner = inner
         self.cache = cache
         self.charged = 0.0
@@ -255,14 +260,76 @@ class SharedModel(ChatModel):
         return self.previous is not None and response.text.strip() == self.previous.strip()
 
     async def _cached(self, prompt: Prompt) -> ChatResponse:
-        key = repr((prompt.messages, prompt.options))
+        key = self.cache.key(self.inner.model_name, prompt)
         hit = self.cache.get(key)
         if hit is None:
             started = time.perf_counter()
             response = await self.inner.call(prompt)
-            hit = self.cache[key] = (response, time.perf_counter() - started)
+            hit = self.cache.put(key, response, time.perf_counter() - started)
         self.charged += hit[1]
         return hit[0]
+
+
+class ResponseCache:
+    """Generations by request, in memory and, with a path, in a JSONL file shared by runs.
+
+    The key is what reaches the server (the model, each message's role and text, the options
+    that are set), not a repr of the SDK's objects, so a file written by one version of the loop
+    serves the next: a run of new loop options re-generates only the requests that changed.
+    llama.cpp answers one request the same way every time (temperature 0; a fixed seed), so a
+    stored generation is the one the server would give. Each entry keeps the seconds its
+    generation took, charged to every use. Appends are single `write` calls of whole lines, so
+    processes splitting one model's prompts may share the file.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.entries: dict[str, tuple[ChatResponse, float]] = {}
+        if path is not None and path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    self._load(json.loads(line))
+
+    @staticmethod
+    def key(model: str, prompt: Prompt) -> str:
+        messages = [(type(m).__name__, getattr(m, "text", repr(m))) for m in prompt.messages]
+        options = {
+            name: value
+            for name, value in asdict(prompt.options).items()
+            if value is not None and name != "model"
+        }
+        text = json.dumps([model, messages, options], sort_keys=True, default=repr)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, key: str) -> tuple[ChatResponse, float] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, response: ChatResponse, seconds: float) -> tuple[ChatResponse, float]:
+        self.entries[key] = (response, seconds)
+        if self.path is not None and not response.result.logprobs:  # judge calls stay in memory
+            usage = response.metadata.usage
+            record = {
+                "key": key,
+                "text": response.text,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "finish_reason": response.result.finish_reason or "stop",
+                "seconds": seconds,
+            }
+            line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        return self.entries[key]
+
+    def _load(self, record: Mapping[str, Any]) -> None:
+        usage = Usage(input_tokens=record["input_tokens"], output_tokens=record["output_tokens"])
+        response = ChatResponse.of_text(
+            record["text"], usage=usage, finish_reason=record["finish_reason"]
+        )
+        self.entries[record["key"]] = (response, float(record["seconds"]))
 
 
 # -- one row per prompt and setup ---------------------------------------------------------------
@@ -501,7 +568,7 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
     options = ChatOptions(temperature=0.0, seed=SEED, max_tokens=args.max_tokens)
     server = LocalModelServer(model=name, threads=args.threads, ctx=args.ctx)
     async with server, server.openai_model() as inner:
-        cache: dict[str, tuple[ChatResponse, float]] = {}
+        cache = ResponseCache(Path(args.cache) if args.cache else None)
         model, judge_model = SharedModel(inner, cache), SharedModel(inner, cache)
         peers: list[Any] = []
         for kind, setup in ((DSPyRefine, "dspy"), (PydanticAI, "pydantic-ai")):
@@ -511,6 +578,8 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                 except ImportError as error:
                     print(f"{setup}: not installed ({error.name})", file=sys.stderr)
         for number, case in enumerate(cases, 1):
+            if case.id in args.finished.get(name, ()):
+                continue
             for setup in args.setups:
                 if setup not in ("verifiers", "model-judge"):
                     continue
@@ -667,6 +736,24 @@ def development(cases: Sequence[dict[str, Any]], n: int, published: int) -> list
     return select([c for c in cases if c["id"] not in taken], n)
 
 
+def finished_cases(dump: Path) -> dict[str, set[str]]:
+    """The cases a `--dump` file holds, by model (a resumed run skips them).
+
+    A prompt's rows are written together once all its setups ran, so a case in the file is
+    finished; a line cut by a stop mid-write is ignored (its prompt runs again).
+    """
+    done: dict[str, set[str]] = {}
+    if not dump.exists():
+        return done
+    for line in dump.read_text(encoding="utf-8").splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        done.setdefault(data["model"], set()).add(data["case"])
+    return done
+
+
 def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
     """Rows written by `--dump` (runs may be split across files), by model, counted afresh."""
     cases = {c["id"]: Case.of(c) for c in convert.load_cases()}
@@ -693,14 +780,22 @@ async def run(args: argparse.Namespace) -> None:
         chosen = select(raw, args.n, args.skip, first=args.first)
     if args.cases:  # a part of the subset: one run split over processes, joined by --from-dump
         chosen = [c for c in chosen if c["id"] in args.cases]
+    if args.part:  # part K of M: every M-th prompt from the K-th (same split for every setup)
+        k, m = args.part
+        chosen = chosen[k - 1 :: m]
     cases = [Case.of(c) for c in chosen]
-    if args.dump:
+    args.finished = finished_cases(Path(args.dump)) if args.dump and args.resume else {}
+    if args.dump and not args.resume:
         Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
     all_rows: dict[str, list[Row]] = {}
     for name in args.models:
         started = time.perf_counter()
         all_rows[name] = await run_model(name, cases, args)
         print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if args.resume:  # this process ran only part of the rows: report on the whole file
+        args.from_dump = [args.dump]
+        report(load_dumps(args.from_dump), args)
+        return
     report(all_rows, args)
 
 
@@ -772,6 +867,24 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--skip", type=int, default=0, help="start after this many prompts")
     parser.add_argument(
+        "--resume", action="store_true", help="keep --dump's rows and skip the prompts it holds"
+    )
+    parser.add_argument(
+        "--cache",
+        default=os.environ.get("JEVREFINE_BENCH_QUALITY_CACHE") or None,
+        metavar="FILE.jsonl",
+        help="keep generations here and reuse them across runs (default "
+        "$JEVREFINE_BENCH_QUALITY_CACHE)",
+    )
+    parser.add_argument(
+        "--part",
+        nargs=2,
+        type=int,
+        default=None,
+        metavar=("K", "M"),
+        help="run part K of M of the prompts (every M-th from the K-th), for split runs",
+    )
+    parser.add_argument(
         "--cases", nargs="+", default=None, metavar="ID", help="only these cases of the subset"
     )
     parser.add_argument(
@@ -790,6 +903,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [t for t in args.templates if parse_variant(t)[0] not in TEMPLATES]
     if unknown:
         parser.error(f"unknown template(s) {unknown}; known: {', '.join(TEMPLATES)}")
+    if args.resume and not args.dump:
+        parser.error("--resume continues a --dump file: pass --dump FILE.jsonl too")
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
         args.n = 2 if args.quick else PUBLISHED_N
