@@ -76,7 +76,7 @@ async def test_verifier_judge_fails_with_the_instruction_and_makes_no_call() -> 
 
 async def test_shared_model_answers_once_and_heats_only_retries() -> None:
     model = FunctionModel(lambda prompt: f"answer at {prompt.options.temperature}")
-    shared = bq.SharedModel(model, {})
+    shared = bq.SharedModel(model, bq.ResponseCache())
     shared.original, shared.retry_temperature = "Q", 0.7
     cold = Prompt((UserMessage("Q"),), ChatOptions(temperature=0.0))
     retry = Prompt((UserMessage("Q\n\nfix it"),), ChatOptions(temperature=0.0))
@@ -84,6 +84,20 @@ async def test_shared_model_answers_once_and_heats_only_retries() -> None:
     assert (await shared.call(cold)).text == "answer at 0.0"
     assert (await shared.call(retry)).text == "answer at 0.7"
     assert len(model.prompts) == 2  # the repeated first attempt came from the cache
+
+
+async def test_the_file_cache_serves_a_later_run_and_keys_on_what_is_sent(tmp_path) -> None:
+    path = tmp_path / "cache.jsonl"
+    first = FunctionModel(lambda prompt: f"answer at {prompt.options.temperature}")
+    cold = Prompt((UserMessage("Q"),), ChatOptions(temperature=0.0, seed=7))
+    await bq.SharedModel(first, bq.ResponseCache(path)).call(cold)
+    later = FunctionModel(lambda prompt: "a new generation")
+    shared = bq.SharedModel(later, bq.ResponseCache(path))
+    assert (await shared.call(cold)).text == "answer at 0.0"
+    assert shared.charged > 0  # the stored generation's seconds are charged again
+    other_seed = Prompt((UserMessage("Q"),), ChatOptions(temperature=0.0, seed=8))
+    assert (await shared.call(other_seed)).text == "a new generation"
+    assert len(later.prompts) == 1
 
 
 @pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
@@ -135,7 +149,7 @@ def test_the_development_slice_never_overlaps_the_published_subset() -> None:
 async def test_a_repeated_retry_is_resampled_once_at_the_resample_temperature() -> None:
     # The model repeats itself at temperature 0 whatever the feedback says.
     model = FunctionModel(lambda prompt: "same" if prompt.options.temperature == 0.0 else "fresh")
-    shared = bq.SharedModel(model, {})
+    shared = bq.SharedModel(model, bq.ResponseCache())
     shared.original, shared.resample_temperature = "Q", 0.7
     first = Prompt((UserMessage("Q"),), ChatOptions(temperature=0.0))
     retry = Prompt((UserMessage("Q\n\nfix it"),), ChatOptions(temperature=0.0))

