@@ -51,7 +51,7 @@ import httpx2
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 import jevrefine as jr
-from jevrefine._transport import KeepAliveTransport
+from jevrefine._http import KeepAliveTransport
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.jev.client import DEFAULT_MODEL
 from jevrefine.judge import Judge, noul

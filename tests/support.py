@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import jevrefine as jr
-from jevrefine._transport import KeepAliveTransport
+from jevrefine._http import KeepAliveTransport
 from jevrefine.models.base import ChatModel
 
 

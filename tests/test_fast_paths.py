@@ -2,7 +2,7 @@
 
 - `CallAdvisorChain.next_call` hands back the next advisor's own coroutine, no wrapper of its own
   (`benchmarks/bench_chain_overhead.py`).
-- The Jev client's keep-alive transport (`jevrefine/_transport.py`) was measured with one
+- The Jev client's keep-alive transport (`jevrefine/_http/_httpx.py`) was measured with one
   httpx2 series and relies on how httpx2 treats a transport (`benchmarks/bench_judge_client.py`).
 - On asyncio the transport's connections are asyncio protocols, not anyio streams, and read into
   one 64 KiB scratch; its clock is the loop's (`bench_judge_client.py`, issue 23).
@@ -28,7 +28,7 @@ import httpx2
 import pytest
 
 import jevrefine as jr
-from jevrefine import _transport
+from jevrefine._http import _clock, _connections, _httpx
 from jevrefine.advisors.chain import CallAdvisorChain
 from jevrefine.client import ChatClientRequest, ChatClientResponse
 from jevrefine.testing import FunctionModel
@@ -86,10 +86,10 @@ def test_httpx2_is_the_series_the_keep_alive_transport_was_measured_with() -> No
     series may have changed what the transport works around (its pool, its writes)."""
     _assert_series(
         "httpx2",
-        _transport.MEASURED_WITH_HTTPX2,
+        _httpx.MEASURED_WITH_HTTPX2,
         "the Jev keep-alive transport was benchmarked with: re-run `python -m benchmarks --only "
         "bench_judge_client` against httpx's default transport (http_client=httpx2.AsyncClient()), "
-        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/_transport.py",
+        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/_http/_httpx.py",
     )
 
 
@@ -120,7 +120,7 @@ async def test_on_asyncio_connections_are_protocols_that_read_into_a_bounded_scr
     import asyncio
 
     sizes: list[int] = []
-    landed = _transport._PeerConnection.buffer_updated
+    landed = _connections.PeerConnection.buffer_updated
 
     served = asyncio.Event()
 
@@ -137,9 +137,9 @@ async def test_on_asyncio_connections_are_protocols_that_read_into_a_bounded_scr
 
     server = await asyncio.start_server(flood, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    transport = _transport.KeepAliveTransport()
+    transport = _httpx.KeepAliveTransport()
     try:
-        _transport._PeerConnection.buffer_updated = lambda self, n: (  # type: ignore[method-assign]
+        _connections.PeerConnection.buffer_updated = lambda self, n: (  # type: ignore[method-assign]
             sizes.append(n),
             landed(self, n),
         )[-1]
@@ -148,15 +148,15 @@ async def test_on_asyncio_connections_are_protocols_that_read_into_a_bounded_scr
         )
         assert len(raw.content) == 1 << 20
         [connection] = transport._idle[("http", "127.0.0.1", port)]
-        assert type(connection) is _transport._PeerConnection
+        assert type(connection) is _connections.PeerConnection
         assert sizes
         assert max(sizes) <= 65536
         with anyio.move_on_after(0.1) as scope:  # the server says nothing more: a bare wait
             await transport.exchange("GET", "http", "127.0.0.1", port, b"/", [], b"")
         assert scope.cancelled_caught
-        assert abs(_transport.loop_time() - anyio.current_time()) < 0.05
+        assert abs(_clock.loop_time() - anyio.current_time()) < 0.05
     finally:
-        _transport._PeerConnection.buffer_updated = landed  # type: ignore[method-assign]
+        _connections.PeerConnection.buffer_updated = landed  # type: ignore[method-assign]
         await transport.aclose()
         with anyio.fail_after(5):
             await served.wait()
@@ -167,7 +167,7 @@ async def test_on_asyncio_connections_are_protocols_that_read_into_a_bounded_scr
 def test_openai_is_the_series_the_lean_request_was_measured_with() -> None:
     """Promise: `OpenAIChatModel.call`'s lean request (`models/_lean_openai.py`) calls private
     helpers of one `openai` series; another may have moved them or changed what they mean."""
-    from jevrefine.models import _lean_openai
+    from jevrefine._http import _vendor_openai as _lean_openai
 
     _assert_series(
         "openai",
@@ -203,7 +203,7 @@ def test_the_openai_helpers_the_lean_request_calls_keep_their_shape() -> None:
     passes, and a client the adapter builds has none of the SDK's other auth modes."""
     from openai import AsyncOpenAI
 
-    from jevrefine.models._lean_openai import eligible
+    from jevrefine._http._vendor_openai import eligible
 
     _assert_lean_helpers(AsyncOpenAI)
     client: Any = AsyncOpenAI(api_key="sk-pinned-0123", base_url="http://127.0.0.1:9/v1")
@@ -218,7 +218,7 @@ def test_pydantic_core_is_the_series_the_json_codec_was_measured_with() -> None:
     `Infinity`, which `_json.dumps` hands to `json.dumps` to refuse)."""
     import pydantic_core
 
-    from jevrefine import _json
+    from jevrefine._http import _json
 
     _assert_series(
         "pydantic-core",
@@ -232,7 +232,7 @@ def test_pydantic_core_is_the_series_the_json_codec_was_measured_with() -> None:
 def test_anthropic_is_the_series_the_lean_request_was_measured_with() -> None:
     """Promise: `AnthropicChatModel.call`'s lean request (`models/_lean_anthropic.py`) calls
     private helpers of one `anthropic` series; another may have moved them or changed them."""
-    from jevrefine.models import _lean_anthropic
+    from jevrefine._http import _vendor_anthropic as _lean_anthropic
 
     _assert_series(
         "anthropic",
@@ -251,7 +251,7 @@ def test_the_anthropic_helpers_the_lean_request_calls_keep_their_shape() -> None
     from anthropic import AsyncAnthropic
     from anthropic._constants import DEFAULT_TIMEOUT
 
-    from jevrefine.models._lean_anthropic import eligible
+    from jevrefine._http._vendor_anthropic import eligible
 
     _assert_lean_helpers(AsyncAnthropic)
     assert _parameters(AsyncAnthropic, "_calculate_nonstreaming_timeout") == [

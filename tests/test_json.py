@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jevrefine import _json
+from jevrefine._http import _json
 
 _JSON_VALUES = st.recursive(
     st.none()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jevrefine._transport import KeepAliveTransport
+from jevrefine._http import KeepAliveTransport
 from jevrefine.jev import JudgeClient
 
 

@@ -7,8 +7,11 @@ import httpx2
 import pytest
 from anyio.abc import SocketStream
 
-from jevrefine import _transport
-from jevrefine._transport import HeaderLines, KeepAliveTransport
+from jevrefine._http import (
+    HeaderLines,
+    KeepAliveTransport,
+    _pool,
+)
 from jevrefine.testing import HTTPResponse, LoopbackHTTPServer, StreamingHTTPResponse
 
 
@@ -17,7 +20,7 @@ def connection_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     """Every test on both kinds of connection: asyncio's protocol (the fast path on asyncio)
     and anyio's stream (every other backend), forced by hiding the asyncio loop."""
     if request.param == "anyio-stream":
-        monkeypatch.setattr(_transport, "_asyncio_loop", lambda: None)
+        monkeypatch.setattr(_pool, "asyncio_loop", lambda: None)
     return str(request.param)
 
 

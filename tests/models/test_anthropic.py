@@ -14,7 +14,7 @@ import anthropic
 import pytest
 
 from jevrefine import ChatClient, tool
-from jevrefine._headers import parse_retry_after as retry_after_seconds
+from jevrefine._http._headers import parse_retry_after as retry_after_seconds
 from jevrefine.exceptions import (
     ModelConnectionError,
     ModelError,

@@ -20,9 +20,9 @@ from anthropic._constants import ANTHROPIC_API_VERSION
 from anthropic._data import DEPRECATED_MODELS
 
 import jevrefine as jr
+from jevrefine._http import _vendor_anthropic as _lean_anthropic
 from jevrefine.exceptions import ModelHTTPError
 from jevrefine.messages import ChatOptions, ChatResponse, Prompt, ToolDefinition, UserMessage
-from jevrefine.models import _lean_anthropic
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.testing import FakeAnthropicServer
 

@@ -24,7 +24,7 @@ import httpx2
 import pytest
 
 import jevrefine as jr
-from jevrefine._transport import KeepAliveTransport
+from jevrefine._http import KeepAliveTransport
 from jevrefine.exceptions import ModelConnectionError
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.openai import OpenAIChatModel

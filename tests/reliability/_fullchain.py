@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 import jevrefine as jr
-from jevrefine._transport import KeepAliveTransport
+from jevrefine._http import KeepAliveTransport
 from jevrefine.advisors.memory import MessageChatMemoryAdvisor
 from jevrefine.advisors.self_refine import JudgeErrorPolicy, SelfRefineAdvisor
 from jevrefine.jev import JudgeClient, Noul, RetryPolicy

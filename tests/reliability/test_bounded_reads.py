@@ -21,7 +21,7 @@ import openai
 import pytest
 
 import jevrefine as jr
-from jevrefine._limits import DEFAULT_MAX_RESPONSE_BYTES
+from jevrefine._http._limits import DEFAULT_MAX_RESPONSE_BYTES
 from jevrefine.exceptions import ResponseTooLargeError, UserError
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.models.anthropic import AnthropicChatModel

@@ -34,8 +34,13 @@ from _hostile_jev import read_request, response
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jevrefine import _transport
-from jevrefine._transport import KeepAliveTransport, MalformedResponseError
+from jevrefine._http import (
+    KeepAliveTransport,
+    MalformedResponseError,
+    _connections,
+    _h11,
+    _pool,
+)
 from jevrefine.jev import JudgeClient, JudgeResponseError, Noul
 from jevrefine.jev.responses import _parse_careful, _parse_common, parse_system_one
 
@@ -54,9 +59,9 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> type[Any]:
     """Which connection class the transport uses: asyncio's protocol, or anyio's stream."""
     if request.param == "stream":
-        monkeypatch.setattr(_transport, "_asyncio_loop", lambda: None)
-        return _transport._StreamConnection
-    return _transport._PeerConnection
+        monkeypatch.setattr(_pool, "asyncio_loop", lambda: None)
+        return _connections.StreamConnection
+    return _connections.PeerConnection
 
 
 class Peer:
@@ -131,7 +136,7 @@ def silent() -> Handler:
 
 async def get(
     transport: KeepAliveTransport, port: int, *, scheme: str = "http", **phases: float
-) -> _transport.RawResponse:
+) -> _pool.RawResponse:
     return await transport.exchange(
         "GET", scheme, "127.0.0.1", port, b"/x", [(b"host", b"127.0.0.1")], b"", **phases
     )
@@ -312,7 +317,7 @@ async def test_a_flood_is_read_no_further_than_the_cap(path: type[Any]) -> None:
 
     async with Peer(flood) as peer:
         transport = KeepAliveTransport(max_response_bytes=100_000)
-        with pytest.raises(_transport.ResponseTooLargeError):
+        with pytest.raises(_pool.ResponseTooLargeError):
             await get(transport, peer.port)
         assert idle(transport) == 0
 
@@ -376,10 +381,10 @@ async def test_judge_client_on_both_paths_reads_and_refuses_alike(path: type[Any
 
 def _line_by_line(head: bytes) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
     lines = head.split(b"\r\n")
-    version, status, reason = _transport._status_line(lines[0])
-    if len(lines) - 1 > _transport._MAX_HEADERS:
-        raise _transport._malformed("too many")
-    return version, status, reason, [_transport._field(line) for line in lines[1:]]
+    version, status, reason = _h11.status_line(lines[0])
+    if len(lines) - 1 > _h11.MAX_HEADERS:
+        raise _h11.malformed("too many")
+    return version, status, reason, [_h11.field_line(line) for line in lines[1:]]
 
 
 _pieces = st.sampled_from(
@@ -414,10 +419,10 @@ def test_fuzz_the_one_expression_head_reads_as_the_line_reader(
     status: bytes, lines: list[bytes], long: int
 ) -> None:
     if long:  # around the line cap
-        lines.append(b"x-long: " + b"v" * (_transport._MAX_LINE - 9 + long))
+        lines.append(b"x-long: " + b"v" * (_h11.MAX_LINE - 9 + long))
     head = b"\r\n".join([status, *lines])
-    assert _outcome(_transport._parse_head, head) == _outcome(_line_by_line, head)
-    if _transport._HEAD.fullmatch(head) is not None:  # the expression never accepts more
+    assert _outcome(_h11.parse_head, head) == _outcome(_line_by_line, head)
+    if _h11.HEAD_PATTERN.fullmatch(head) is not None:  # the expression never accepts more
         assert _outcome(_line_by_line, head) != "malformed"
 
 
@@ -425,17 +430,17 @@ def test_fuzz_the_one_expression_head_reads_as_the_line_reader(
 def test_every_control_byte_in_a_value_is_refused_but_a_tab(byte: int) -> None:
     head = b"HTTP/1.1 200 OK\r\nx-a: a" + bytes([byte]) + b"b"
     if byte == 0x09:
-        assert _transport._parse_head(head)[3] == [(b"x-a", b"a\tb")]
+        assert _h11.parse_head(head)[3] == [(b"x-a", b"a\tb")]
     else:
         with pytest.raises(MalformedResponseError):
-            _transport._parse_head(head)
+            _h11.parse_head(head)
 
 
 def test_more_than_100_header_lines_are_refused_either_way() -> None:
     head = b"HTTP/1.1 200 OK" + b"\r\nx-a: b" * 101
     with pytest.raises(MalformedResponseError, match="more than 100"):
-        _transport._parse_head(head)
-    assert len(_transport._parse_head(b"HTTP/1.1 200 OK" + b"\r\nx-a: b" * 100)[3]) == 100
+        _h11.parse_head(head)
+    assert len(_h11.parse_head(b"HTTP/1.1 200 OK" + b"\r\nx-a: b" * 100)[3]) == 100
 
 
 # -- the body: the common shape, or field by field --------------------------------------------

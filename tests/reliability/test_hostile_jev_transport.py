@@ -22,8 +22,11 @@ from _hostile_jev import HostileServer, Writer, flood, response
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jevrefine import _transport
-from jevrefine._transport import KeepAliveTransport, MalformedResponseError
+from jevrefine._http import (
+    KeepAliveTransport,
+    MalformedResponseError,
+    _connections,
+)
 from jevrefine.exceptions import ResponseTooLargeError
 from jevrefine.jev import JudgeClient, JudgeError, JudgeResponseError, Noul, RetryPolicy
 
@@ -71,16 +74,16 @@ class Counted:
         async def counting(*args: Any, **kwargs: Any) -> anyio.abc.ByteStream:
             return Stream(await connect(*args, **kwargs))
 
-        monkeypatch.setattr(_transport.anyio, "connect_tcp", counting)
+        monkeypatch.setattr(_connections.anyio, "connect_tcp", counting)
         # On asyncio the transport's connections are their own protocols (`_PeerConnection`):
         # what the event loop reads into one is counted as it lands.
-        landed = _transport._PeerConnection.buffer_updated
+        landed = _connections.PeerConnection.buffer_updated
 
         def counting_landed(connection: Any, nbytes: int) -> None:
             counter.received += nbytes
             landed(connection, nbytes)
 
-        monkeypatch.setattr(_transport._PeerConnection, "buffer_updated", counting_landed)
+        monkeypatch.setattr(_connections.PeerConnection, "buffer_updated", counting_landed)
 
 
 async def _get(server: HostileServer, *, cap: int = CAP, times: int = 1) -> list[Any]:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jevrefine._headers import parse_retry_after
+from jevrefine._http._headers import parse_retry_after
 from jevrefine.cli._config import CliConfig, ConfigError, load_config
 from jevrefine.cli._io import BadLine, Record, json_line, parse_line
 

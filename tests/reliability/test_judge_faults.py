@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from jevrefine._limits import DEFAULT_MAX_RESPONSE_BYTES
+from jevrefine._http._limits import DEFAULT_MAX_RESPONSE_BYTES
 from jevrefine.exceptions import ResponseTooLargeError
 from jevrefine.jev import (
     JudgeAPIError,
@@ -193,7 +193,7 @@ async def test_permanent_fault_is_never_retried(
 
 async def test_huge_chunked_body_is_cut_off(jev_server: FakeJevServer) -> None:
     """Promise: a body with no declared length is read only up to the bound, not to the end."""
-    from jevrefine._transport import KeepAliveTransport
+    from jevrefine._http import KeepAliveTransport
     from jevrefine.testing._http import HTTPRequest, StreamingHTTPResponse
 
     sent: list[int] = []
@@ -374,7 +374,7 @@ async def test_transport_pool_timeout_is_httpx_typed(jev_server: FakeJevServer) 
     import anyio
     import httpx2
 
-    from jevrefine._transport import KeepAliveTransport
+    from jevrefine._http import KeepAliveTransport
 
     jev_server.delay(0.5)
     errors: list[BaseException] = []

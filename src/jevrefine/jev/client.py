@@ -31,8 +31,7 @@ from pydantic_core import from_json, to_json
 
 from .. import _validate as check
 from .._closing import AsyncClosing
-from .._headers import redact, redact_error
-from .._transport import (
+from .._http import (
     HeaderLines,
     KeepAliveTransport,
     MalformedResponseError,
@@ -40,6 +39,7 @@ from .._transport import (
     acquire_by,
     loop_time,
 )
+from .._http._headers import redact, redact_error
 from .._version import __version__
 from ..exceptions import ResponseTooLargeError
 from ..telemetry import InstrumentationSettings, Telemetry, joined_span

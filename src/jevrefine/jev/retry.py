@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from .. import _validate as check
-from .._headers import parse_retry_after
+from .._http._headers import parse_retry_after
 from .errors import JudgeAPIError, JudgeConnectionError, JudgeUsageError
 
 __all__ = ["DEFAULT_RETRY_STATUSES", "RetryPolicy", "parse_retry_after"]

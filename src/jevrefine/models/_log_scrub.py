@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Final
 
-from .._headers import REDACTED
+from .._http._headers import REDACTED
 
 __all__ = ["register_key", "unregister_key"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._http._bounded import check_max_response_bytes
 from .._validate import secret, text
 from ..exceptions import UserError
 from ..messages import ChatOptions
-from ._bounded_transport import check_max_response_bytes
 from ._deadlines import Deadlines, check_max_retries
 
 __all__ = ["AdapterSettings"]

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
-from .._headers import REDACTED
+from .._http._headers import REDACTED
 from ..exceptions import ModelError
 
 __all__ = [

@@ -58,8 +58,15 @@ except ImportError as _import_error:
         'AnthropicChatModel needs the anthropic package: pip install "jevrefine[anthropic]"'
     ) from _import_error
 
-from .._headers import parse_retry_after, redact_error, safe_headers
-from .._transport import loop_time
+from .._http import loop_time
+from .._http._bounded import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    bounded_http_client,
+    lean_parts,
+)
+from .._http._headers import parse_retry_after, redact_error, safe_headers
+from .._http._vendor import DeadlineExpired, JSONObject, unwrapped
+from .._http._vendor_anthropic import LeanMessages, eligible
 from .._validate import integer
 from ..exceptions import (
     IncompleteResponseError,
@@ -84,14 +91,7 @@ from ..messages import (
     UserMessage,
     concat_chunks,
 )
-from ._bounded_transport import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    bounded_http_client,
-    lean_parts,
-)
 from ._deadlines import END, Pace, call_expired
-from ._lean import DeadlineExpired, JSONObject, unwrapped
-from ._lean_anthropic import LeanMessages, eligible
 from ._sdk import Holdings, close_stream, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise

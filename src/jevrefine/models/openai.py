@@ -38,8 +38,16 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
         'OpenAIChatModel needs the `openai` package: pip install "jevrefine[openai]"'
     ) from _import_error
 
-from .._headers import parse_retry_after, redact_error, safe_headers
-from .._transport import RawResponse, loop_time
+from .._http import RawResponse, loop_time
+from .._http._bounded import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    bounded_http_client,
+    lean_parts,
+)
+from .._http._headers import parse_retry_after, redact_error, safe_headers
+from .._http._vendor import DeadlineExpired, sdk_body
+from .._http._vendor import JSONObject as _JSONObject
+from .._http._vendor_openai import LeanPost, eligible
 from ..exceptions import (
     EmptyResponseError,
     IncompleteResponseError,
@@ -66,15 +74,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._bounded_transport import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    bounded_http_client,
-    lean_parts,
-)
 from ._deadlines import END, Pace, call_expired
-from ._lean import DeadlineExpired, sdk_body
-from ._lean import JSONObject as _JSONObject
-from ._lean_openai import LeanPost, eligible
 from ._sdk import Holdings, close_stream, plain, text_chunk
 from ._settings import AdapterSettings
 from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise

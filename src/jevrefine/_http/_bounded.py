@@ -36,10 +36,11 @@ import httpx2
 from httpx2._utils import URLPattern, get_environment_proxies
 
 from .. import rate_limit
-from .._limits import DEFAULT_MAX_RESPONSE_BYTES
-from .._transport import KeepAliveTransport, SocketOption
 from .._validate import integer
 from ..exceptions import ResponseTooLargeError
+from ._connections import SocketOption
+from ._httpx import KeepAliveTransport
+from ._limits import DEFAULT_MAX_RESPONSE_BYTES
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",

@@ -39,8 +39,8 @@ from openai import AsyncOpenAI
 from openai._base_client import get_platform
 from openai._models import FinalRequestOptions
 
-from .._transport import KeepAliveTransport
-from . import _lean
+from . import _vendor as _lean
+from ._pool import ConnectionPool
 
 __all__ = ["MEASURED_WITH_OPENAI", "LeanPost", "eligible"]
 
@@ -81,5 +81,5 @@ class LeanPost(_lean.LeanPost):
 
     __slots__ = ()
 
-    def __init__(self, client: AsyncOpenAI, transport: KeepAliveTransport, path: str) -> None:
+    def __init__(self, client: AsyncOpenAI, transport: ConnectionPool, path: str) -> None:
         super().__init__(client, transport, path, vendor=_OPENAI)

@@ -2,8 +2,8 @@
 
 A peer decides how long its answer is; reading it whole before looking at it would let one broken
 or hostile server take the process's memory. Both readers stop at the cap: the vendor SDKs'
-capped HTTP client (`models/_bounded_transport.py`) and the lean keep-alive transport
-(`_transport.py`, the Jev client's and the adapters' whole-response calls). Past it they raise
+capped HTTP client (`_http/_bounded.py`) and the lean keep-alive transport
+(`_http/_pool.py`, the Jev client's and the adapters' whole-response calls). Past it they raise
 `jevrefine.exceptions.ResponseTooLargeError` (the Jev client passes it on as
 `JudgeResponseTooLargeError`, which is both that and a `JudgeResponseError`).
 """

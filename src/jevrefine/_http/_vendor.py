@@ -40,8 +40,10 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 
-from .. import _json, rate_limit
-from .._transport import HeaderLines, KeepAliveTransport, RawResponse, loop_time
+from .. import rate_limit
+from . import _json
+from ._clock import loop_time
+from ._pool import ConnectionPool, HeaderLines, RawResponse
 
 __all__ = ["DeadlineExpired", "JSONObject", "LeanPost", "Vendor", "sdk_body", "unwrapped"]
 
@@ -100,7 +102,7 @@ class LeanPost:
     def __init__(
         self,
         client: Any,
-        transport: KeepAliveTransport,
+        transport: ConnectionPool,
         path: str,
         *,
         vendor: Vendor,

@@ -37,8 +37,8 @@ from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
 from anthropic._data import DEPRECATED_MODELS
 from anthropic._models import FinalRequestOptions
 
-from .._transport import KeepAliveTransport
-from . import _lean
+from . import _vendor as _lean
+from ._pool import ConnectionPool
 
 __all__ = ["MEASURED_WITH_ANTHROPIC", "MESSAGES_PATH", "LeanMessages", "eligible"]
 
@@ -119,7 +119,7 @@ class LeanMessages:
 
     __slots__ = ("_client", "_default_timeout", "_post")
 
-    def __init__(self, client: AsyncAnthropic, transport: KeepAliveTransport) -> None:
+    def __init__(self, client: AsyncAnthropic, transport: ConnectionPool) -> None:
         sdk: Any = client
         self._client = client
         # As `create`: with the SDK's default timeout it passes one of its own per request
