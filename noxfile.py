@@ -37,6 +37,26 @@ def tests(session: nox.Session) -> None:
     )
 
 
+OLDEST_SUPPORTED = ("openai==3.51.0", "anthropic==2.10.0", "httpx2==2.14.0")
+"""The lower bounds of pyproject.toml's ranges, where the public paths run (every fast path
+needs a newer, measured release): `nox -s compat` tests them, `nox -s tests` the newest."""
+
+
+@nox.session
+def compat(session: nox.Session) -> None:
+    """The adapters and the Jev client on the oldest supported SDKs and httpx2 (public paths)."""
+    _install(session, "dev")
+    session.install(*OLDEST_SUPPORTED)
+    session.run(
+        "pytest",
+        "tests/models/test_openai.py",
+        "tests/models/test_anthropic.py",
+        "tests/jev/test_jev_client.py",
+        "tests/test_public_paths.py",
+        *session.posargs,
+    )
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff lint and format check."""
@@ -67,6 +87,20 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks, side by side with the alternatives; `-- --quick` for a short run."""
     _install(session, "bench", "ray")  # bench_ray measures the Ray path
+    session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session
+def perf(session: nox.Session) -> None:
+    """The fast-path pins (tests/perf), then the benchmarks: what a dependency bump checks.
+
+    Outside a measured series the library runs the public path (the suite tests that), so a
+    newer SDK, httpx2, pydantic-core or opentelemetry-api fails here, not in `tests`: re-run the
+    benchmark the failing pin names, and widen the `FastPath` if the fast path still pays.
+    `-- --quick` runs the benchmarks short.
+    """
+    _install(session, "dev", "bench", "ray")
+    session.run("pytest", "tests/perf", env={"JEVREFINE_PERF": "1"})
     session.run("python", "-m", "benchmarks", *session.posargs)
 
 

@@ -16,8 +16,53 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import jevrefine as jr
+from jevrefine import _measured
 from jevrefine._http import KeepAliveTransport
 from jevrefine.models.base import ChatModel
+
+
+@contextlib.contextmanager
+def unmeasured(*distributions: str, version: str = "0.1.0") -> Iterator[None]:
+    """Pretend `distributions` are installed at `version`, outside every measured series.
+
+    What a user's `pip install -U` (or an old pin) gives: every fast path leaning on them is
+    checked afresh (`takes_fast_path`'s cache is cleared on entry and exit), and the public
+    path must run instead. Clients built inside the block keep the path they chose.
+    """
+    real = _measured.installed_version
+
+    def fake(name: str) -> str | None:
+        return version if name in distributions else real(name)
+
+    _measured.installed_version = fake
+    _measured.takes_fast_path.cache_clear()
+    try:
+        yield
+    finally:
+        _measured.installed_version = real
+        _measured.takes_fast_path.cache_clear()
+
+
+def instant_retries(model: Any, waits: list[float] | None = None) -> Any:
+    """`model` (an SDK adapter) with its retry policy's waits made instant, recorded in `waits`.
+
+    The policy's own computed wait (Retry-After included) is what `waits` gets.
+    """
+    import dataclasses
+
+    async def no_wait(seconds: float) -> None:
+        if waits is not None:
+            waits.append(seconds)
+
+    wire = model._wire
+    wire._policy = dataclasses.replace(wire._policy, sleep=no_wait)
+    return model
+
+
+def sdk_path(make: Any) -> Any:
+    """`make()` built on the SDK's public request path (its SDK outside the measured series)."""
+    with unmeasured("openai", "anthropic"):
+        return make()
 
 
 class Telemetry:

@@ -45,6 +45,7 @@ from .exceptions import JevrefineError as JevrefineError
 from .exceptions import ModelConnectionError as ModelConnectionError
 from .exceptions import ModelError as ModelError
 from .exceptions import ModelHTTPError as ModelHTTPError
+from .exceptions import ModelResponseError as ModelResponseError
 from .exceptions import ModelTimeoutError as ModelTimeoutError
 from .exceptions import ResponseTooLargeError as ResponseTooLargeError
 from .exceptions import StreamingNotSupportedError as StreamingNotSupportedError
@@ -120,6 +121,7 @@ __all__ = [
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
+    "ModelResponseError",
     "ModelTimeoutError",
     "Prompt",
     "PromptSpec",

@@ -11,9 +11,16 @@ JevrefineError
     ├── ModelConnectionError             no answer: refused, reset, DNS, TLS
     │   ├── ModelTimeoutError            no answer in time
     │   └── IncompleteResponseError      a stream that broke off or ended mid-answer
+    ├── ModelResponseError               an answer that does not read: not HTTP/1.1, not JSON,
+    │                                    a value of the wrong type (never retried)
+    ├── ResponseTooLargeError            a body past max_response_bytes (the Jev side's
+    │                                    JudgeResponseTooLargeError is one too)
     ├── EmptyResponseError               the model answered with nothing usable
     └── StructuredOutputError            the answer does not fit the requested type
 ```
+
+The Jev side's errors (`jevrefine.jev.JudgeError` and below) are under `JevrefineError` too; their
+own tree is drawn in `jevrefine/jev/errors.py`.
 
 Vendor errors are translated once, at the adapter boundary (`raise ModelHTTPError(...) from exc`),
 so callers never import a vendor's exception types. `is_transient` says whether trying again later
@@ -34,6 +41,7 @@ __all__ = [
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
+    "ModelResponseError",
     "ModelTimeoutError",
     "ResponseTooLargeError",
     "StreamingNotSupportedError",
@@ -87,13 +95,22 @@ class ModelError(JevrefineError):
         """The model that was asked, when known."""
 
 
+class ModelResponseError(ModelError):
+    """The provider's answer does not read.
+
+    Bytes that are no HTTP/1.1, a body that is not the JSON it claims to be, or values of the
+    wrong type or range. Not transient: asking again brings the same answer back (and is billed
+    again), so it is never retried.
+    """
+
+
 class ResponseTooLargeError(ModelError):
     """A response body was larger than `max_response_bytes`; the read stopped there.
 
-    The one error for the one cap (`jevrefine._limits.DEFAULT_MAX_RESPONSE_BYTES`, 32 MiB unless
-    the model is given another), on the model side and the Jev side alike: the Jev client raises
-    `JudgeResponseTooLargeError`, which is both this and a `JudgeResponseError`. Not transient:
-    asking again brings the same body back.
+    The one error for the one cap (`jevrefine._http._limits.DEFAULT_MAX_RESPONSE_BYTES`, 32 MiB
+    unless the model is given another), on the model side and the Jev side alike: the Jev client
+    raises `JudgeResponseTooLargeError`, which is both this and a `JudgeResponseError`. Not
+    transient: asking again brings the same body back.
     """
 
     def __init__(

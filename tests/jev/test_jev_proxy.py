@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from jevrefine._http import KeepAliveTransport
 from jevrefine.jev import JudgeClient
 
 
-def transport_of(client: JudgeClient) -> object:
-    """The raw core the client calls directly, else its httpx client's transport."""
-    if client._core is not None:
-        return client._core
-    return client._http._transport  # type: ignore[union-attr]
+def path_of(client: JudgeClient) -> str:
+    """Which path the client's wire took: the raw keep-alive core, or httpx2's client."""
+    return client._wire.path
 
 
 async def test_no_proxy_uses_the_keep_alive_transport(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,7 +23,7 @@ async def test_no_proxy_uses_the_keep_alive_transport(monkeypatch: pytest.Monkey
     ):
         monkeypatch.delenv(name, raising=False)
     async with JudgeClient("key", base_url="http://127.0.0.1:9") as client:
-        assert isinstance(transport_of(client), KeepAliveTransport)
+        assert path_of(client) == "raw"
 
 
 @pytest.mark.parametrize("variable", ["HTTPS_PROXY", "http_proxy", "ALL_PROXY"])
@@ -35,4 +32,4 @@ async def test_a_configured_proxy_gets_httpx_transport(
 ) -> None:
     monkeypatch.setenv(variable, "http://127.0.0.1:3128")
     async with JudgeClient("key", base_url="http://127.0.0.1:9") as client:
-        assert not isinstance(transport_of(client), KeepAliveTransport)
+        assert path_of(client) == "httpx"

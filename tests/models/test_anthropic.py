@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
 
 from jevrefine import ChatClient, tool
@@ -470,7 +471,8 @@ async def test_401_maps_to_http_error_without_the_key(fake: FakeAnthropicServer)
     assert error.body["error"]["type"] == "authentication_error"
     assert "authentication_error" in str(error)
     assert "API key" in str(error)
-    assert isinstance(error.__cause__, anthropic.AuthenticationError)
+    # The wire reads the status itself: no SDK exception (holding the request) is chained.
+    assert error.__cause__ is None
     for text in (str(error), repr(error), repr(error.headers), repr(error.body)):
         assert SECRET not in text
 
@@ -560,7 +562,7 @@ async def test_connection_refused_maps_to_connection_error() -> None:
     assert info.value.is_transient
     assert "127.0.0.1" in str(info.value)
     assert SECRET not in str(info.value)
-    assert isinstance(info.value.__cause__, anthropic.APIConnectionError)
+    assert isinstance(info.value.__cause__, httpx2.ConnectError)  # the transport's own error
 
 
 async def test_dropped_connection_maps_to_connection_error(
@@ -581,7 +583,7 @@ async def test_timeout_maps_to_timeout_error(fake: FakeAnthropicServer) -> None:
             await m.call(ask("hi"))
     assert time.perf_counter() - started < 1.5
     assert info.value.is_transient
-    assert isinstance(info.value.__cause__, anthropic.APITimeoutError)
+    assert isinstance(info.value.__cause__, httpx2.TimeoutException)
 
 
 async def test_malformed_body_maps_to_model_error(

@@ -25,6 +25,7 @@ from jevrefine.exceptions import ModelHTTPError
 from jevrefine.messages import ChatOptions, ChatResponse, Prompt, ToolDefinition, UserMessage
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.testing import FakeAnthropicServer
+from support import sdk_path
 
 KEY = "sk-ant-lean-0123456789"
 PROMPT = Prompt((jr.SystemMessage("Be brief."), UserMessage("hello")))
@@ -33,9 +34,10 @@ WEATHER = ToolDefinition(
     "The weather in a city.",
     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
-HTTPX_ONLY = frozenset({"accept-encoding", "connection"})
-"""The headers httpx adds on the SDK's path and the raw core leaves out (HTTP/1.1 keeps the
-connection alive by default; answers come back as sent)."""
+HTTPX_ONLY = frozenset({"accept-encoding", "connection", "x-stainless-raw-response"})
+"""The headers the SDK's path adds and the raw core leaves out: httpx's two (HTTP/1.1 keeps the
+connection alive by default; answers come back as sent), and the one `with_raw_response` adds
+to say it wants the raw answer."""
 
 REPLIES: dict[str, Any] = {
     "text": "Hello there.",
@@ -78,9 +80,11 @@ async def server() -> AsyncIterator[FakeAnthropicServer]:
 def _models(server: FakeAnthropicServer, **kwargs: Any) -> tuple[AnthropicChatModel, ...]:
     """The same adapter twice: on the lean request, and on the SDK's `messages.create`."""
     lean = AnthropicChatModel("claude-fake", base_url=server.base_url, api_key=KEY, **kwargs)
-    sdk = AnthropicChatModel("claude-fake", base_url=server.base_url, api_key=KEY, **kwargs)
-    assert lean._lean is not None
-    sdk._lean = None
+    sdk = sdk_path(
+        lambda: AnthropicChatModel("claude-fake", base_url=server.base_url, api_key=KEY, **kwargs)
+    )
+    assert lean._wire.path == "lean"
+    assert sdk._wire.path == "public"
     return lean, sdk
 
 
@@ -186,12 +190,12 @@ async def test_the_sdks_own_create_is_used_when_the_lean_request_cannot_keep_its
 ) -> None:
     url = server.base_url
     async with AnthropicChatModel("m", base_url=url, api_key=KEY) as model:
-        assert model._lean is not None
+        assert model._wire.path == "lean"
     sdk = anthropic.AsyncAnthropic(api_key=KEY, base_url=url)
     async with AnthropicChatModel("m", client=sdk) as model:
-        assert model._lean is None
+        assert model._wire.path == "public"
     async with AnthropicChatModel("m", base_url=url, api_key=KEY, max_response_bytes=None) as m:
-        assert m._lean is None
+        assert m._wire.path == "public"
     plain = anthropic.AsyncAnthropic(api_key=KEY, base_url=url, open_telemetry=False)
     others = (
         anthropic.AsyncAnthropic(auth_token="tok-0123456789", base_url=url, open_telemetry=False),
@@ -205,7 +209,7 @@ async def test_the_sdks_own_create_is_used_when_the_lean_request_cannot_keep_its
     await sdk.close()
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     async with AnthropicChatModel("m", base_url=url, api_key=KEY) as model:
-        assert model._lean is None
+        assert model._wire.path == "public"
 
 
 async def test_a_deprecated_model_is_warned_about_on_both_paths(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 
 import jevrefine as jr
-from jevrefine._http import KeepAliveTransport
+from jevrefine._http import ConnectionPool
 from jevrefine.advisors.memory import MessageChatMemoryAdvisor
 from jevrefine.advisors.self_refine import JudgeErrorPolicy, SelfRefineAdvisor
 from jevrefine.jev import JudgeClient, Noul, RetryPolicy
@@ -122,10 +123,11 @@ async def full_chain(
             max_retries=max_retries,
             timeout=model_timeout,
         )
-        # The SDK sleeps its own backoff; make it short so retries fit in the test.
-        sdk: Any = model.client
-        monkey_backoff: Callable[..., float] = lambda *a, **k: backoff  # noqa: E731
-        sdk._calculate_retry_timeout = monkey_backoff
+        # The wire's policy sleeps its backoff; make it short so retries fit in the test.
+        wire: Any = model._wire
+        wire._policy = dataclasses.replace(
+            wire._policy, initial_backoff=backoff, max_backoff=backoff, jitter=0.0
+        )
         judge_client = JudgeClient(
             "jev-test",
             base_url=judge_server.base_url,
@@ -172,8 +174,8 @@ async def assert_nothing_left(
 
 def judge_pool_in_use(client: JudgeClient) -> int:
     """Connections of the judge's transport that are taken (not idle, not free)."""
-    transport: Any = client._core
-    assert isinstance(transport, KeepAliveTransport)
+    transport: Any = client._wire._pool
+    assert isinstance(transport, ConnectionPool)
     slots = transport._slots
     if slots is None:
         return 0
@@ -181,7 +183,7 @@ def judge_pool_in_use(client: JudgeClient) -> int:
 
 
 def judge_idle_connections(client: JudgeClient) -> int:
-    transport: Any = client._core
+    transport: Any = client._wire._pool
     return sum(len(stack) for stack in transport._idle.values())
 
 

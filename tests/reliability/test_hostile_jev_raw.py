@@ -57,7 +57,7 @@ async def test_the_raw_path_sends_the_head_httpx_sent_and_the_retry_count_on_ret
         HostileServer(script, close=False) as server,
         JudgeClient(KEY, base_url=server.base_url + "/prefix", retry=fast) as client,
     ):
-        assert client._core is not None  # the raw path, not an httpx client
+        assert client._wire.path == "raw"  # the raw path, not an httpx client
         port = server.base_url.rsplit(":", 1)[1]
         with anyio.fail_after(5):
             answer = await client.system_one("s", QUESTIONS)

@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 from _hostile_model_peer import Answer, HostilePeer, body, raw, sse, sse_events
 
-from jevrefine.exceptions import IncompleteResponseError, ModelError, ModelHTTPError
+from jevrefine.exceptions import (
+    IncompleteResponseError,
+    ModelError,
+    ModelHTTPError,
+    ModelResponseError,
+)
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.base import ChatModel
@@ -123,33 +128,36 @@ _CLOSING = [_chunk({}, "stop"), b"[DONE]"]
 OPENAI_STREAMS: dict[str, tuple[Answer, type[ModelError]]] = {
     "invalid UTF-8 in an event": (
         sse([_OPENING, _chunk({"content": "X"}).replace(b"X", b"\xff"), *_CLOSING]),
-        ModelError,
+        ModelResponseError,
     ),
-    "delta content 5": (sse([_OPENING, _chunk({"content": 5}), *_CLOSING]), ModelError),
+    "delta content 5": (sse([_OPENING, _chunk({"content": 5}), *_CLOSING]), ModelResponseError),
     "delta: null": (
         sse([_OPENING, json.dumps({"choices": [{"index": 0, "delta": None}]}).encode()]),
-        ModelError,
+        ModelResponseError,
     ),
-    "choices: [1]": (sse([_OPENING, b'{"choices": [1]}', *_CLOSING]), ModelError),
-    "finish_reason: 7": (sse([_OPENING, _chunk({}, 7), b"[DONE]"]), ModelError),
-    "usage: 'lots'": (sse([_OPENING, _chunk({}, "stop", usage="lots"), b"[DONE]"]), ModelError),
+    "choices: [1]": (sse([_OPENING, b'{"choices": [1]}', *_CLOSING]), ModelResponseError),
+    "finish_reason: 7": (sse([_OPENING, _chunk({}, 7), b"[DONE]"]), ModelResponseError),
+    "usage: 'lots'": (
+        sse([_OPENING, _chunk({}, "stop", usage="lots"), b"[DONE]"]),
+        ModelResponseError,
+    ),
     "NaN tokens": (
         sse([_OPENING, _chunk({}, "stop", usage={"prompt_tokens": float("nan")}), b"[DONE]"]),
-        ModelError,
+        ModelResponseError,
     ),
     "tool call arguments a number": (
         sse([_chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"arguments": 5}}]})]),
-        ModelError,
+        ModelResponseError,
     ),
     "4,301-digit index": (
         sse([_OPENING, b'{"choices": [{"index": ' + HUGE_INT + b', "delta": {}}]}', *_CLOSING]),
-        ModelError,
+        ModelResponseError,
     ),
     "cut off mid-answer (no [DONE], no finish reason)": (
         sse([_OPENING, _chunk({"content": " wor"})]),
         IncompleteResponseError,
     ),
-    "a chunk that is a list": (sse([_OPENING, b"[1, 2]", *_CLOSING]), ModelError),
+    "a chunk that is a list": (sse([_OPENING, b"[1, 2]", *_CLOSING]), ModelResponseError),
 }
 
 # -- Anthropic --------------------------------------------------------------------------------
@@ -232,28 +240,31 @@ _HUGE_DELTA = b'{"type": "message_delta", "delta": {}, "usage": {"output_tokens"
 ANTHROPIC_STREAMS: dict[str, tuple[Answer, type[ModelError]]] = {
     "invalid UTF-8 in an event": (
         sse_events([_START, _BLOCK, _text("Hello"), ("content_block_delta", b'{"x": "\xff"}')]),
-        ModelError,
+        ModelResponseError,
     ),
-    "text delta 5": (sse_events([_START, _BLOCK, _text("Hello"), _text(5), *_END]), ModelError),
+    "text delta 5": (
+        sse_events([_START, _BLOCK, _text("Hello"), _text(5), *_END]),
+        ModelResponseError,
+    ),
     "message: null": (
         sse_events([("message_start", {"type": "message_start", "message": None})]),
-        ModelError,
+        ModelResponseError,
     ),
     "usage: 'lots'": (
         sse_events([_START, _BLOCK, _text("Hi"), _message_delta("lots"), *_END[2:]]),
-        ModelError,
+        ModelResponseError,
     ),
     "NaN tokens": (
         sse_events([_START, _BLOCK, _text("Hi"), _message_delta({"output_tokens": "NaN"})]),
-        ModelError,
+        ModelResponseError,
     ),
     "stop_reason: 7": (
         sse_events([_START, _BLOCK, _text("Hi"), _message_delta({"output_tokens": 1}, 7)]),
-        ModelError,
+        ModelResponseError,
     ),
     "4,301-digit number": (
         sse_events([_START, _BLOCK, ("message_delta", _HUGE_DELTA)]),
-        ModelError,
+        ModelResponseError,
     ),
     "cut off mid-answer (no message_stop)": (
         sse_events([_START, _BLOCK, _text("Hello"), _text(" wor")]),
@@ -308,17 +319,17 @@ async def _stream(model: ChatModel) -> None:
 
 @pytest.mark.parametrize("name", list(OPENAI_CALL_BODIES))
 async def test_openai_call_refuses_a_hostile_body(peer: HostilePeer, name: str) -> None:
-    """Promise: a hostile chat completion is a `ModelError` naming the server, sent once."""
+    """Promise: a hostile chat completion is a `ModelResponseError` naming the server, sent once."""
     error = await _fails("openai", peer, OPENAI_CALL_BODIES[name], _call)
-    assert type(error) is ModelError
+    assert type(error) is ModelResponseError
     assert "could not be read" in str(error)
 
 
 @pytest.mark.parametrize("name", list(ANTHROPIC_CALL_BODIES))
 async def test_anthropic_call_refuses_a_hostile_body(peer: HostilePeer, name: str) -> None:
-    """Promise: a hostile message is a `ModelError` naming the server, sent once."""
+    """Promise: a hostile message is a `ModelResponseError` naming the server, sent once."""
     error = await _fails("anthropic", peer, ANTHROPIC_CALL_BODIES[name], _call)
-    assert type(error) is ModelError
+    assert type(error) is ModelResponseError
     assert "could not be read" in str(error)
 
 

@@ -21,7 +21,7 @@ import anyio
 import pytest
 from _hostile_model_peer import Answer, HostilePeer, drip, raw
 
-from jevrefine.exceptions import ModelTimeoutError, UserError
+from jevrefine.exceptions import ModelHTTPError, ModelTimeoutError, UserError
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.base import ChatModel
@@ -131,16 +131,21 @@ async def test_a_dripped_body_ends_at_total_timeout(peer: HostilePeer, kind: str
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
-async def test_the_sdks_back_off_ends_at_total_timeout(peer: HostilePeer, kind: str) -> None:
+async def test_a_back_off_past_total_timeout_gives_the_real_error_at_once(
+    peer: HostilePeer, kind: str
+) -> None:
     """Promise: a server that answers 503 with `Retry-After: 20` gets no second request from a
-    call with `total_timeout=1` (the retry would start past it), and the call ends at 1 s, not
-    20: the lean request bounds the SDK's back-off by the call's deadline itself."""
+    call with `total_timeout=5` (the retry would start past it): the wire's policy gives the
+    server's own error at once, with its `retry_after`, instead of waiting out the budget."""
     overloaded = raw(b'{"error": {"message": "overloaded"}}', status=503, headers=[_RETRY_20])
     peer.script(overloaded)
-    async with _model(kind, peer, timeout=3, total_timeout=1, max_retries=2) as model:
-        error, elapsed = await _timed_out(model.call(PROMPT))
-        assert 1 <= elapsed < 1 + SLACK, elapsed
-        assert "total_timeout=1 s" in str(error)
+    async with _model(kind, peer, timeout=3, total_timeout=5, max_retries=2) as model:
+        started = anyio.current_time()
+        with anyio.fail_after(10), pytest.raises(ModelHTTPError) as caught:
+            await model.call(PROMPT)
+        assert anyio.current_time() - started < 5, "waited out the budget for no retry"
+    assert caught.value.status_code == 503
+    assert caught.value.retry_after == 20.0
     assert len(peer.requests) == 1
 
 

@@ -29,8 +29,9 @@ from openai._models import FinalRequestOptions
 
 import jevrefine as jr
 from jevrefine import rate_limit
-from jevrefine.exceptions import ModelConnectionError, ModelHTTPError
+from jevrefine.exceptions import ModelHTTPError, ModelResponseError
 from jevrefine.models.openai import OpenAIChatModel
+from support import instant_retries
 
 KEY = "sk-lean-test-0123456789"
 COMPLETION = json.dumps(
@@ -51,9 +52,7 @@ def _model(server: HostileServer, *, retries: int = 2, **kwargs: Any) -> OpenAIC
     model = OpenAIChatModel(
         "m", base_url=server.base_url + "/v1", api_key=KEY, max_retries=retries, **kwargs
     )
-    sdk: Any = model.client
-    sdk._calculate_retry_timeout = lambda *args, **kw: 0.0  # the SDK's backoff, made instant
-    return model
+    return instant_retries(model)  # the policy's backoff, made instant
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +66,7 @@ async def test_the_lean_request_sends_the_sdks_header_lines_and_counts_its_retri
     script = scripted(busy, response(COMPLETION))
     async with HostileServer(script, close=False) as server:
         model = _model(server)
-        assert model._lean is not None  # the lean path, not the SDK's post
+        assert model._wire.path == "lean"  # the lean path, not the SDK's post
         port = server.base_url.rsplit(":", 1)[1].encode()
         with anyio.fail_after(10):
             answer = await model.call(PROMPT)
@@ -163,15 +162,16 @@ async def test_a_content_encoding_sent_unasked_is_decoded() -> None:
     assert b"accept-encoding" not in server.requests[0].lower()
 
 
-async def test_a_body_that_does_not_decode_is_a_connection_error_after_the_retries() -> None:
-    """As the SDK's own path: httpx's `DecodingError` is a request error there, retried."""
+async def test_a_body_that_does_not_decode_is_a_response_error_sent_once() -> None:
+    """The wire's policy: an answer that does not decode would come back the same (and be
+    billed again), so it is a `ModelResponseError`, never retried (the SDK retried it)."""
     answer = response(b"not gzip at all", headers=b"content-encoding: gzip\r\n")
     async with HostileServer(answer, close=False) as server:
-        model = _model(server, retries=1)
-        with anyio.fail_after(10), pytest.raises(ModelConnectionError):
+        model = _model(server, retries=2)
+        with anyio.fail_after(10), pytest.raises(ModelResponseError):
             await model.call(PROMPT)
         await model.aclose()
-    assert len(server.requests) == 2
+    assert len(server.requests) == 1
 
 
 async def test_the_sdks_own_post_is_used_with_a_callers_client_a_proxy_no_cap_or_an_odd_host(
@@ -179,16 +179,16 @@ async def test_the_sdks_own_post_is_used_with_a_callers_client_a_proxy_no_cap_or
 ) -> None:
     url = "http://127.0.0.1:9/v1"
     async with OpenAIChatModel("m", base_url=url, api_key=KEY) as model:
-        assert model._lean is not None
+        assert model._wire.path == "lean"
     sdk = AsyncOpenAI(api_key=KEY, base_url=url)
     async with OpenAIChatModel("m", client=sdk) as model:
-        assert model._lean is None
+        assert model._wire.path == "public"
     await sdk.close()
     async with OpenAIChatModel("m", base_url=url, api_key=KEY, max_response_bytes=None) as model:
-        assert model._lean is None
+        assert model._wire.path == "public"
     # httpx names such a host differently in TLS (SNI): the SDK's own path keeps its behaviour.
     async with OpenAIChatModel("m", base_url="http://my_host:9/v1", api_key=KEY) as model:
-        assert model._lean is None
+        assert model._wire.path == "public"
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     async with OpenAIChatModel("m", base_url=url, api_key=KEY) as model:
-        assert model._lean is None
+        assert model._wire.path == "public"

@@ -8,6 +8,7 @@ number of requests. The SDK's backoff is recorded, not slept, so the matrix runs
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import time
 from collections.abc import AsyncIterator, Callable
@@ -71,15 +72,13 @@ class Adapter:
                 max_retries=retries,
                 timeout=timeout,
             )
-        sdk_client: Any = model.client
-        computed = sdk_client._calculate_retry_timeout
+        wire: Any = model._wire
 
-        def record(*args: Any, **kwargs: Any) -> float:
-            # Keep the SDK's computed wait (Retry-After included) for the assertions; wait 0.
-            self.delays.append(computed(*args, **kwargs))
-            return 0.0
+        async def record(seconds: float) -> None:
+            # Keep the policy's wait (Retry-After included) for the assertions; wait 0.
+            self.delays.append(seconds)
 
-        monkeypatch.setattr(sdk_client, "_calculate_retry_timeout", record)
+        wire._policy = dataclasses.replace(wire._policy, sleep=record)
         return model
 
 

@@ -309,8 +309,8 @@ async def _rig(total: int, mode: str = "faults", rate: float = RATE) -> AsyncIte
         rig = Rig((clients[0], clients[1]), model, judge_client, logs)
         rig.sent = {"model": Counter(), "judge": Counter()}
         # `call()` sends on the lean transport's raw core, below the SDK's httpx client.
-        _count_exchanges(model._lean._transport, rig.sent["model"])  # type: ignore[union-attr]
-        _count_exchanges(judge_client._core, rig.sent["judge"])
+        _count_exchanges(model._wire._post._pool, rig.sent["model"])  # type: ignore[attr-defined]
+        _count_exchanges(judge_client._wire._pool, rig.sent["judge"])
         try:
             yield rig
         finally:

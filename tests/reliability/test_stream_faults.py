@@ -18,7 +18,12 @@ import anyio.lowlevel
 import pytest
 
 import jevrefine as jr
-from jevrefine.exceptions import IncompleteResponseError, ModelError, ModelTimeoutError
+from jevrefine.exceptions import (
+    IncompleteResponseError,
+    ModelError,
+    ModelResponseError,
+    ModelTimeoutError,
+)
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.base import ChatModel
 from jevrefine.models.openai import OpenAIChatModel
@@ -34,8 +39,11 @@ Fault = Callable[[LoopbackHTTPServer], None]
 
 FAULTS: dict[str, tuple[Fault, type[ModelError]]] = {
     "reset mid-stream": (lambda s: s.reset_mid_body(), IncompleteResponseError),
-    "cut-off JSON event": (lambda s: s.malformed_event(after=6), ModelError),
-    "event that is no chunk": (lambda s: s.malformed_event(after=6, data=b"null"), ModelError),
+    "cut-off JSON event": (lambda s: s.malformed_event(after=6), ModelResponseError),
+    "event that is no chunk": (
+        lambda s: s.malformed_event(after=6, data=b"null"),
+        ModelResponseError,
+    ),
     "stall past the timeout": (lambda s: s.slow_body(STALL), ModelTimeoutError),
 }
 

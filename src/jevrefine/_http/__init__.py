@@ -3,6 +3,8 @@
 Below this package nothing knows what a chat model or a judge is; above it nothing knows HTTP/1.1
 framing, connection pools or an SDK's private request helpers.
 
+- `_wire`: the seam, `open_wire(base_url, ...)` -> `Wire.send(...)` -> `RawResponse`.
+- `_retry`: the one retry policy and loop (`RetryPolicy`, `retrying`).
 - `_clock`: the event loop's clock and waits bounded by a deadline.
 - `_h11`: the strict RFC 9112 response reader (`MalformedResponseError`).
 - `_connections`: a connection over an anyio stream, or an asyncio protocol.
@@ -20,16 +22,21 @@ from ._connections import SocketOption
 from ._h11 import MalformedResponseError
 from ._httpx import KeepAliveTransport
 from ._pool import ConnectionPool, HeaderLines, RawResponse, TooLarge
+from ._wire import DeadlineExpired, Wire, open_wire, proxy_configured
 
 __all__ = [
     "NO_LIMIT",
     "ConnectionPool",
+    "DeadlineExpired",
     "HeaderLines",
     "KeepAliveTransport",
     "MalformedResponseError",
     "RawResponse",
     "SocketOption",
     "TooLarge",
+    "Wire",
     "acquire_by",
     "loop_time",
+    "open_wire",
+    "proxy_configured",
 ]

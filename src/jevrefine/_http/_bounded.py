@@ -30,26 +30,35 @@ It reads each body whole, so streams get a second client: the SDK's default one,
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import httpx2
-from httpx2._utils import URLPattern, get_environment_proxies
 
 from .. import rate_limit
+from .._measured import takes_fast_path
 from .._validate import integer
 from ..exceptions import ResponseTooLargeError
 from ._connections import SocketOption
-from ._httpx import KeepAliveTransport
+from ._httpx import HTTPX2_CORE, KeepAliveTransport
 from ._limits import DEFAULT_MAX_RESPONSE_BYTES
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "SDK_KEEPALIVE_EXPIRY",
+    "SDK_MAX_CONNECTIONS",
     "bounded_http_client",
     "check_max_response_bytes",
     "lean_http_client",
     "lean_parts",
     "proxy_applies",
 ]
+
+
+SDK_MAX_CONNECTIONS: Final = 1000
+"""The vendor SDKs' default connection cap (both set 1,000), which the core mounted under them
+keeps."""
+SDK_KEEPALIVE_EXPIRY: Final = 5.0
+"""httpx's default keep-alive expiry (seconds), which the SDKs' pools use and the core keeps."""
 
 
 def check_max_response_bytes(value: object) -> int | None:
@@ -78,7 +87,13 @@ def bounded_http_client(
 
 
 def proxy_applies(url: httpx2.URL) -> bool:
-    """Whether httpx, reading the environment as it does, would send `url` through a proxy."""
+    """Whether httpx, reading the environment as it does, would send `url` through a proxy.
+
+    Asked only inside the httpx2 series the core was measured with: it reads httpx2's own
+    (private) proxy rules, so that the answer is httpx2's.
+    """
+    from httpx2._utils import URLPattern, get_environment_proxies
+
     patterns = sorted((URLPattern(key), proxy) for key, proxy in get_environment_proxies().items())
     for pattern, proxy in patterns:  # most specific first, as httpx orders its mounts
         if pattern.matches(url):
@@ -106,8 +121,8 @@ def lean_parts(
     base_url: httpx2.URL,
     max_response_bytes: int,
     *,
-    max_connections: int,
-    keepalive_expiry: float,
+    max_connections: int = SDK_MAX_CONNECTIONS,
+    keepalive_expiry: float = SDK_KEEPALIVE_EXPIRY,
     error: type[ResponseTooLargeError] = ResponseTooLargeError,
     socket_options: Sequence[SocketOption] = (),
 ) -> tuple[httpx2.AsyncClient, KeepAliveTransport | None]:
@@ -115,7 +130,13 @@ def lean_parts(
 
     For an adapter that also calls the transport's raw core itself: one pool serves both.
     """
-    if base_url.scheme not in ("http", "https") or not base_url.host or proxy_applies(base_url):
+    if (
+        not takes_fast_path(HTTPX2_CORE)  # outside it, httpx2's own transport
+        or base_url.scheme not in ("http", "https")
+        or not base_url.host
+        or base_url.userinfo  # httpx sends a URL's credentials as Basic auth; the core does not
+        or proxy_applies(base_url)
+    ):
         return bounded_http_client(factory, max_response_bytes, error=error), None
 
     def too_large(host: str, limit: int, declared: int | None) -> Exception:

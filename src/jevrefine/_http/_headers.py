@@ -8,8 +8,16 @@ import time
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["parse_retry_after", "redact", "redact_error", "safe_headers"]
+__all__ = [
+    "parse_retry_after",
+    "redact",
+    "redact_error",
+    "redact_url",
+    "safe_headers",
+    "url_password",
+]
 
 REDACTED: Final = "***"
 _MIN_SECRET: Final = 8
@@ -96,3 +104,31 @@ def redact_error(error: BaseException | None, secret: str | None) -> None:
                 with contextlib.suppress(AttributeError, TypeError):
                     setattr(error, name, redact(value, secret))
         error = error.__cause__ or error.__context__
+
+
+def redact_url(url: str) -> str:
+    """`url` as it may be shown: its user-info (`alice:S3CRET@`) replaced by `***@`.
+
+    A base URL's user-info is a credential, like an API key: every repr, message, log line,
+    report and config listing shows URLs through this. A URL that does not parse is shown as
+    `<a URL that does not parse>` rather than quoted (it may hold anything).
+    """
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises for a port that is not a number
+    except ValueError:
+        return "<a URL that does not parse>"
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{REDACTED}@{host}"))
+
+
+def url_password(url: str | None) -> str | None:
+    """The password of `url`'s user-info (a secret to scrub), or `None`."""
+    if not url:
+        return None
+    try:
+        return urlsplit(url).password or None
+    except ValueError:
+        return None

@@ -5,7 +5,7 @@ Mounted under the `openai` and `anthropic` SDKs' clients for their whole-respons
 treats a transport: what `handle_async_request` raises reaches the caller unchanged, the
 per-request timeouts are in `request.extensions["timeout"]`, and a `Response` built on a
 `ByteStream` is complete. Those hold for the httpx2 series it was measured with
-(`jevrefine._http._versions`); outside it the wire mounts nothing of its own.
+(`HTTPX2_CORE`); outside it the wire mounts nothing of its own.
 """
 
 from __future__ import annotations
@@ -15,14 +15,20 @@ from typing import Final
 
 import httpx2
 
+from .._measured import FastPath
 from ._clock import NO_LIMIT
 from ._pool import ConnectionPool
 
-__all__ = ["MEASURED_WITH_HTTPX2", "KeepAliveTransport"]
+__all__ = ["HTTPX2_CORE", "KeepAliveTransport"]
 
-MEASURED_WITH_HTTPX2: Final = ((2, 16), (2, 17))
-"""The httpx2 versions (from, up to but not including) this transport was benchmarked with:
-`python -m benchmarks --only bench_judge_client bench_adapter_cpu`."""
+HTTPX2_CORE: Final = FastPath(
+    name="the keep-alive core (the Jev client's requests, and mounted under the SDKs)",
+    distribution="httpx2",
+    measured=((2, 16), (2, 17)),
+    benchmark="python -m benchmarks --only bench_judge_client bench_adapter_cpu",
+)
+"""The httpx2 series the core and this transport were measured with; outside it the wire uses
+httpx2's own client and transports (`open_wire`, `_bounded.lean_parts`)."""
 
 
 class KeepAliveTransport(ConnectionPool, httpx2.AsyncBaseTransport):

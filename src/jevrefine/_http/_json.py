@@ -3,8 +3,9 @@
 A model call decodes one response body and encodes one request body; `json.loads` and
 `json.dumps` cost 10 – 20 µs each for a small chat completion on this machine, pydantic-core's
 `from_json` / `to_json` 2 – 4 µs (`python -m benchmarks.bench_adapter_cpu`: the
-`OpenAIChatModel.call` row). pydantic-core is already installed with pydantic; the versions this
-was measured with are pinned in `tests/test_fast_paths.py` (`MEASURED_WITH_PYDANTIC_CORE`).
+`OpenAIChatModel.call` row). pydantic-core is already installed with pydantic; the codec is used
+only with the series it was measured with (`PYDANTIC_CORE_JSON`), the standard library's
+`json` otherwise.
 
 The results are the standard library's: whatever the Rust parser refuses (a byte-order mark, a
 UTF-16 body, broken JSON) is handed to `json.loads`, which decides (and raises its own
@@ -19,16 +20,23 @@ from typing import Any, Final
 
 import pydantic_core
 
-__all__ = ["MEASURED_WITH_PYDANTIC_CORE", "dumps", "loads"]
+from .._measured import FastPath, takes_fast_path
 
-MEASURED_WITH_PYDANTIC_CORE: Final = ((2, 50), (2, 51))
-"""The pydantic-core versions (from, up to but not including) measured: 2.50.5, 2026-12-01."""
+__all__ = ["PYDANTIC_CORE_JSON", "dumps", "loads"]
+
+PYDANTIC_CORE_JSON: Final = FastPath(
+    name="pydantic-core's JSON codec for model bodies",
+    distribution="pydantic-core",
+    measured=((2, 50), (2, 51)),
+    benchmark="python -m benchmarks --only bench_adapter_cpu",
+)
+"""The pydantic-core series the codec was measured with."""
 
 _NOT_JSON: Final = (b"NaN", b"Infinity")
 """What pydantic-core writes for a non-finite float, and JSON has no word for."""
 
 
-def loads(content: bytes | str) -> Any:
+def _fast_loads(content: bytes | str) -> Any:
     """The JSON value of `content`, as `json.loads` reads it.
 
     Raises:
@@ -41,7 +49,7 @@ def loads(content: bytes | str) -> Any:
         return json.loads(content)
 
 
-def dumps(value: Any) -> bytes:
+def _fast_dumps(value: Any) -> bytes:
     """`value` as compact UTF-8 JSON (`json.dumps(separators=(",", ":"), ensure_ascii=False)`).
 
     Raises:
@@ -57,3 +65,20 @@ def dumps(value: Any) -> bytes:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         return text.encode()
     return encoded
+
+
+def _plain_loads(content: bytes | str) -> Any:
+    """`_fast_loads`'s answer, from the standard library alone."""
+    return json.loads(content)
+
+
+def _plain_dumps(value: Any) -> bytes:
+    """`_fast_dumps`'s answer, from the standard library alone."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+# Chosen once, at import: the codec's answers are the standard library's either way.
+if takes_fast_path(PYDANTIC_CORE_JSON):
+    loads, dumps = _fast_loads, _fast_dumps
+else:
+    loads, dumps = _plain_loads, _plain_dumps

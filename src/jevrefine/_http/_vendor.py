@@ -1,30 +1,28 @@
-"""The lean request both vendor-SDK adapters share: an SDK's semantics on the raw core.
+"""What both vendor-SDK adapters send through: one request of an SDK's semantics, retried once.
 
-An SDK's low-level `post` builds, per call, its request options (twice: copied for retries), an
-`httpx2.Request` with its URL, headers and timeouts, runs httpx's `send` (auth, redirects, event
-hooks) and wraps the answer in an `httpx2.Response`: more CPU than the call's own work
-(`python -m benchmarks.bench_adapter_cpu`). `LeanPost` sends the same bytes with
-`KeepAliveTransport.exchange` and keeps what the SDK does around them, taken from the SDK client
-itself so that it stays the SDK's. Both SDKs (`openai`, `anthropic`) come from one generator and
-share these helpers, their names and meanings:
+Both SDKs (`openai`, `anthropic`) come from one generator and share their request helpers'
+names and meanings, so one module serves both. A `VendorWire` sends a whole-response request by
+one of two paths and retries it by the wire's one `RetryPolicy` (the SDK clients the adapters
+build retry nothing themselves: `max_retries=0`), so an answer gets one treatment whichever path
+carried it:
 
-- headers: `client._build_headers(options, retries_taken=n)` (its auth and default headers,
-  `x-stainless-retry-count`, `x-stainless-timeout`, `x-stainless-read-timeout`), built once per
-  retry count; the body encoded as the SDK's `openapi_dumps` does;
-- timeouts: the request's (`timeout=`) or else `client.timeout`, per phase, per read as httpx
-  applies them;
-- retries: up to `client.max_retries`, on a timeout, a connection error or a status for which
-  `client._should_retry(response)` says so (408, 409, 429, 5xx, `x-should-retry`), each after
-  `client._calculate_retry_timeout(...)` (Retry-After, retry-after-ms, exponential backoff with
-  jitter);
-- errors: the SDK's `APITimeoutError` / `APIConnectionError` with the cause chained, and for a
-  status `client._make_status_error_from_response(response)`: the `httpx2.Response` is built on
-  that path only. A batch's 429 is not retried here while `rate_limit.active()` (as the capped
-  client's hook marks it for the SDK).
+- `LeanPost`, the fast path: the same bytes on the raw keep-alive core, with the SDK's own
+  headers (`client._build_headers(options, retries_taken=n)`: auth, default headers,
+  `x-stainless-*`), built once per retry count, and the body encoded as the SDK's
+  `openapi_dumps` does. An SDK's low-level `post` builds, per call, its request options, an
+  `httpx2.Request`, runs httpx's `send` (auth, redirects, event hooks) and wraps the answer in
+  an `httpx2.Response`: more CPU than the call's own work (`python -m
+  benchmarks.bench_adapter_cpu`). It calls SDK private helpers, so it is taken only inside the
+  SDK series it was measured with (each adapter's `FastPath`, `jevrefine._measured`), for a
+  client the adapter built itself with a plain API key (`_vendor_openai.eligible`,
+  `_vendor_anthropic.eligible`). A redirect (3xx) goes to the SDK's own `post`, which follows it.
+- `PublicPost`: the SDK's public request (`client.post(..., cast_to=httpx2.Response)`, or an
+  adapter's `with_raw_response.create`), everywhere else.
 
-A redirect (3xx) goes back to the SDK's own `post`, which follows it. Each adapter's module
-(`_lean_openai`, `_lean_anthropic`) says when its client is eligible and pins the SDK series
-whose private helpers this calls (`tests/test_fast_paths.py`).
+Either way the answer is a `RawResponse`; an error status is a `StatusError` (retried or not by
+the policy, then the adapter's `ModelHTTPError`), no answer is httpx2's transport error, and the
+SDKs' own error types never leave this module (`sdk_failure`). A batch's 429 is not retried
+while `rate_limit.active()`: the batch's limiter pauses every call and retries that one.
 
 `JSONObject` and `sdk_body` read a 200's body the way both SDKs' lenient models hand it over,
 without building them.
@@ -33,68 +31,182 @@ without building them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 import anyio
 import httpx2
 
 from .. import rate_limit
 from . import _json
-from ._clock import loop_time
+from ._clock import NO_LIMIT
 from ._pool import ConnectionPool, HeaderLines, RawResponse
+from ._retry import SDK_RETRY_STATUSES, RetryPolicy, StatusError, retrying
+from ._wire import DeadlineExpired
 
-__all__ = ["DeadlineExpired", "JSONObject", "LeanPost", "Vendor", "sdk_body", "unwrapped"]
+__all__ = [
+    "JSONObject",
+    "LeanPost",
+    "PublicPost",
+    "Vendor",
+    "VendorPost",
+    "VendorWire",
+    "raw_of",
+    "sdk_body",
+    "sdk_failure",
+    "unwrapped",
+    "vendor_policy",
+]
 
-_NO_DEADLINE = float("inf")
 T = TypeVar("T")
 
+_SDK_MAX_BACKOFF: Final = 8.0
+"""The SDKs' longest backoff (0.5 s doubling to 8 s, minus up to 25 % jitter)."""
 
-class DeadlineExpired(Exception):
-    """The caller's `deadline` passed before an answer: the adapter's total-timeout error."""
 
+def vendor_policy(max_retries: int) -> RetryPolicy:
+    """The retry policy of a model adapter: the vendor SDKs' rules, run by the wire.
 
-_REQUEST_ERRORS = (httpx2.RequestError,)
-"""What the raw core raises for a request that got no answer (httpx's types, as the SDK sees)."""
+    408, 409, 429 and 5xx, timeouts and connection errors; a server's `x-should-retry`
+    decides over the status; `retry-after-ms` / `retry-after` up to 60 s, else the SDKs'
+    backoff. (Unlike the SDKs, a longer Retry-After is not waited out with a backoff: the error
+    is given at once, as on the Jev side.)
+    """
+    return RetryPolicy(
+        max_retries=max_retries,
+        max_backoff=_SDK_MAX_BACKOFF,
+        retry_statuses=SDK_RETRY_STATUSES,
+        should_retry_header=True,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Vendor:
-    """What differs between the SDKs around the shared helpers: their own types and logger."""
+    """What differs between the SDKs: their error types, options builder and logger."""
 
-    timeout_error: Callable[..., Exception]
-    """The SDK's `APITimeoutError` (built with `request=`)."""
-    connection_error: Callable[..., Exception]
-    """The SDK's `APIConnectionError` (built with `request=`)."""
-    options: Callable[..., Any]
-    """The SDK's `FinalRequestOptions.construct`, for the helpers that take options."""
-    get_platform: Callable[[], Any]
-    """The SDK's `get_platform`, which it runs (in a thread) before its first request."""
+    status_error: type[Exception]
+    """The SDK's `APIStatusError` (has `.response`, an `httpx2.Response`)."""
+    timeout_error: type[Exception]
+    """The SDK's `APITimeoutError`."""
+    connection_error: type[Exception]
+    """The SDK's `APIConnectionError` (its cause: the transport's error)."""
     log: logging.Logger
     """Where the retry notes go (the adapter's logger)."""
+    options: Callable[..., Any] | None = None
+    """The SDK's `FinalRequestOptions.construct`, for the lean path's headers."""
+    get_platform: Callable[[], Any] | None = None
+    """The SDK's `get_platform`, which it runs (in a thread) before its first request."""
 
 
-class LeanPost:
-    """POSTs of JSON to one path of an SDK client's base URL, on the raw core.
+def raw_of(response: httpx2.Response) -> RawResponse:
+    """An `httpx2.Response` that has been read, as the wire's one response type."""
+    reason = response.extensions.get("reason_phrase", b"")
+    lines = [(k, v) for k, v in response.headers.raw if k.lower() != b"content-encoding"]
+    return RawResponse(response.status_code, bytes(reason), lines, response.content)
+
+
+def sdk_failure(exc: Exception, vendor: Vendor) -> Exception:
+    """What the wire says for one of the SDK's errors; anything else as it is.
+
+    An error status is a `StatusError`; a timeout or a connection error is the transport's
+    error the SDK wrapped (its cause), so that the policy and the adapter see one vocabulary.
+    """
+    if isinstance(exc, vendor.status_error):
+        response: httpx2.Response = exc.response  # type: ignore[attr-defined]
+        try:
+            return StatusError(raw_of(response))
+        except httpx2.ResponseNotRead:  # a streamed response's error body, not read
+            return StatusError(
+                RawResponse(response.status_code, b"", list(response.headers.raw), b"")
+            )
+    cause = exc.__cause__
+    if isinstance(exc, vendor.timeout_error):
+        return cause if isinstance(cause, httpx2.TimeoutException) else httpx2.ReadTimeout(str(exc))
+    if isinstance(exc, vendor.connection_error):
+        return cause if isinstance(cause, httpx2.TransportError) else httpx2.ConnectError(str(exc))
+    return exc
+
+
+class VendorPost:
+    """One attempt of a whole-response POST of JSON: a 2xx `RawResponse`, else a failure."""
+
+    path: ClassVar[str] = "public"
+    """`"lean"` for the raw core with the SDK's headers, `"public"` for the SDK's request."""
+
+    async def send(
+        self, body: dict[str, Any], *, retries_taken: int, deadline: float
+    ) -> RawResponse:
+        """Send `body` once (`retries_taken`: the attempts before this one).
+
+        Raises:
+            StatusError: an error status.
+            DeadlineExpired: `deadline` (an `anyio.current_time()`) passed first.
+            httpx2.TransportError: no answer (the transport's own types).
+        """
+        raise NotImplementedError
+
+
+class PublicPost(VendorPost):
+    """The SDK's public request: `request(body, headers)` returns the `httpx2.Response` read.
+
+    `request` is the adapter's call of the SDK's public API (`client.post(path, body=...,
+    cast_to=httpx2.Response, options=...)`, or `messages.with_raw_response.create(...)`), on a
+    client that retries nothing itself.
+    """
+
+    __slots__ = ("_request", "_vendor")
+
+    def __init__(
+        self,
+        request: Callable[[dict[str, Any], Mapping[str, str]], Awaitable[httpx2.Response]],
+        vendor: Vendor,
+    ) -> None:
+        self._request = request
+        self._vendor = vendor
+
+    async def send(
+        self, body: dict[str, Any], *, retries_taken: int, deadline: float
+    ) -> RawResponse:
+        # The retry count the SDK would have sent, had it retried itself.
+        headers = {"x-stainless-retry-count": str(retries_taken)} if retries_taken else {}
+        with anyio.CancelScope(deadline=deadline) as scope:
+            try:
+                response = await self._request(body, headers)
+            except Exception as exc:
+                failure = sdk_failure(exc, self._vendor)
+                if failure is exc:
+                    raise
+                # Not chained: the SDK's exception holds its request (the URL, credentials
+                # and all); what the wire needs is in `failure`.
+                raise failure from None
+        if scope.cancelled_caught:
+            raise DeadlineExpired
+        return raw_of(response)
+
+
+class LeanPost(VendorPost):
+    """POSTs of JSON to one path of an SDK client's base URL, on the raw core (the fast path).
 
     Args:
-        client: the SDK client (`AsyncOpenAI`, `AsyncAnthropic`) whose semantics are kept.
-        transport: the lean transport mounted in that client's HTTP client for the base URL.
+        client: the SDK client (`AsyncOpenAI`, `AsyncAnthropic`) whose headers are kept.
+        pool: the keep-alive core mounted in that client's HTTP client for the base URL.
         path: the path, relative to the base URL (`"/chat/completions"`).
         vendor: the SDK's own types.
+        redirected: the SDK's public request, for a redirect (3xx) it should follow.
         timeout: the request's timeout as the SDK's resource method passes it (Anthropic's
             non-streaming default); `None`: the client's.
     """
+
+    path = "lean"
 
     __slots__ = (
         "_client",
         "_fields",
         "_options",
-        "_path",
-        "_timeout",
+        "_pool",
+        "_redirected",
         "_timeouts",
-        "_transport",
         "_url",
         "_vendor",
     )
@@ -102,117 +214,80 @@ class LeanPost:
     def __init__(
         self,
         client: Any,
-        transport: ConnectionPool,
+        pool: ConnectionPool,
         path: str,
         *,
         vendor: Vendor,
+        redirected: PublicPost,
         timeout: httpx2.Timeout | None = None,
     ) -> None:
+        assert vendor.options is not None
+        assert vendor.get_platform is not None
         self._client = client
-        self._transport = transport
-        self._path = path
+        self._pool = pool
         self._vendor = vendor
-        self._timeout = timeout
+        self._redirected = redirected
         self._url = httpx2.URL(str(client._prepare_url(path)))
         applied = client.timeout if timeout is None else timeout
         if isinstance(applied, httpx2.Timeout):
             phases = (applied.connect, applied.write, applied.read, applied.pool)
         else:
             phases = (applied, applied, applied, applied)
-        self._timeouts = tuple(float("inf") if t is None else float(t) for t in phases)
-        # The options `post` would build, for the SDK helpers that take them (headers, backoff).
+        self._timeouts = tuple(NO_LIMIT if t is None else float(t) for t in phases)
+        # The options `post` would build, for the SDK helper that takes them (headers).
         extra = {} if timeout is None else {"timeout": timeout}
         self._options = vendor.options(method="post", url=path, json_data=None, **extra)
         self._fields: dict[int, HeaderLines] = {}
 
-    async def post(
-        self, body: dict[str, Any], *, deadline: float = _NO_DEADLINE
-    ) -> RawResponse | httpx2.Response:
-        """The 2xx answer to `body`, after the SDK's retries; else the SDK's error.
-
-        `deadline` (an `anyio.current_time()`) bounds the whole of it, retries and their
-        back-off included, without a cancel scope of the caller's around it (one fewer per call,
-        `bench_adapter_cpu`): each exchange is given it, and no wait here goes past it.
-
-        Raises:
-            DeadlineExpired: `deadline` passed first.
-            APIStatusError: (the SDK's, its subclasses) an error status, once retrying is over.
-            APITimeoutError: (the SDK's) no answer in time, once retrying is over.
-            APIConnectionError: (the SDK's) no answer, once retrying is over.
-            ValueError: `body` is not JSON (as the SDK's encoder raises).
-        """
+    async def send(
+        self, body: dict[str, Any], *, retries_taken: int, deadline: float
+    ) -> RawResponse:
         # The SDK's encoding (its `openapi_dumps`; the adapter's body is plain JSON already):
-        # compact UTF-8 with no NaN, as `openapi_dumps`, on the fast codec (`jevrefine._json`).
+        # compact UTF-8 with no NaN, on the fast codec (`_json`).
         payload = _json.dumps(body)
-        sdk = self._client
-        vendor = self._vendor
-        max_retries = sdk.max_retries
         url = self._url
         connect, write, read, pool = self._timeouts
-        for retries_taken in range(max_retries + 1):
-            remaining = max_retries - retries_taken
-            fields = self._fields.get(retries_taken) or await _by(
-                deadline, self._fields_for(retries_taken)
-            )
-            try:
-                raw = await self._transport.exchange(
-                    "POST",
-                    url.scheme,
-                    url.host,
-                    url.port,
-                    url.raw_path,
-                    [(b"content-length", b"%d" % len(payload))],
-                    payload,
-                    connect=connect,
-                    write=write,
-                    read=read,
-                    pool=pool,
-                    fixed=fields,
-                    deadline=deadline,
-                )
-                if raw.header(b"content-encoding") is not None:
-                    # Sent although not asked for: decoded as httpx would (a failure to decode
-                    # is a request error there too).
-                    raw = await raw.decoded(self._request(payload))
-            except httpx2.TimeoutException as exc:
-                if loop_time() >= deadline:
-                    raise DeadlineExpired from None  # the caller's bound, not a phase's timeout
-                if remaining > 0:
-                    await self._sleep(remaining, None, deadline)
-                    continue
-                raise vendor.timeout_error(request=self._request(payload)) from exc
-            except _REQUEST_ERRORS as exc:
-                if remaining > 0:
-                    await self._sleep(remaining, None, deadline)
-                    continue
-                raise vendor.connection_error(request=self._request(payload)) from exc
-            status = raw.status_code
-            if 200 <= status < 300:
-                return raw
-            if 300 <= status < 400:
-                return await _by(deadline, self._redirected(body))
-            response = self._response(raw, payload)
-            if remaining > 0 and sdk._should_retry(response):
-                await self._sleep(remaining, response.headers, deadline)
-                continue
-            raise sdk._make_status_error_from_response(response) from None
-        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
-
-    async def _redirected(self, body: dict[str, Any]) -> httpx2.Response:
-        # httpx follows redirects for the SDK; the raw core does not: let the SDK, whole.
-        extra: dict[str, Any] = {}
-        if self._timeout is not None:
-            extra["options"] = {"timeout": self._timeout}
-        result: httpx2.Response = await self._client.post(
-            self._path, body=body, cast_to=httpx2.Response, **extra
+        fields = self._fields.get(retries_taken) or await _by(
+            deadline, self._fields_for(retries_taken)
         )
-        return result
+        try:
+            raw = await self._pool.exchange(
+                "POST",
+                url.scheme,
+                url.host,
+                url.port,
+                url.raw_path,
+                [(b"content-length", b"%d" % len(payload))],
+                payload,
+                connect=connect,
+                write=write,
+                read=read,
+                pool=pool,
+                fixed=fields,
+                deadline=deadline,
+            )
+        except httpx2.TimeoutException:
+            if anyio.current_time() >= deadline:
+                raise DeadlineExpired from None  # the caller's bound, not a phase's timeout
+            raise
+        if raw.header(b"content-encoding") is not None:
+            # Sent although not asked for: decoded as httpx would (a failure to decode is a
+            # `DecodingError`, never retried).
+            raw = await raw.decoded()
+        status = raw.status_code
+        if 200 <= status < 300:
+            return raw
+        if 300 <= status < 400:
+            # httpx follows redirects for the SDK; the raw core does not: let the SDK, whole.
+            return await self._redirected.send(body, retries_taken=retries_taken, deadline=deadline)
+        raise StatusError(raw)
 
     async def _fields_for(self, retries_taken: int) -> HeaderLines:
         """The header lines of attempt `retries_taken`, as the SDK builds them, plus `Host`."""
         sdk = self._client
         if sdk._platform is None:
             # As the SDK does before its first request: reading the platform may block.
+            assert self._vendor.get_platform is not None
             sdk._platform = await anyio.to_thread.run_sync(self._vendor.get_platform)
         headers = sdk._build_headers(self._options, retries_taken=retries_taken)
         # httpx would add `Host` (and `accept-encoding`, left out: answers come back as sent).
@@ -221,39 +296,91 @@ class LeanPost:
         self._fields[retries_taken] = fields
         return fields
 
-    async def _sleep(self, remaining: int, headers: httpx2.Headers | None, deadline: float) -> None:
-        delay = self._client._calculate_retry_timeout(remaining, self._options, headers)
-        self._vendor.log.info("Retrying request in %f seconds", delay)
-        wake = loop_time() + delay
-        if wake >= deadline:
-            # The retry would start past the bound: wait until it, as the caller's scope did.
-            await anyio.sleep_until(deadline)
-            raise DeadlineExpired
-        await anyio.sleep_until(wake)
 
-    def _request(self, payload: bytes) -> httpx2.Request:
-        # The SDK's errors name their request; built only when one is raised.
-        return httpx2.Request("POST", self._url, content=payload)
+class VendorWire:
+    """A model adapter's requests, retried by one policy.
 
-    def _response(self, raw: RawResponse, payload: bytes) -> httpx2.Response:
-        """The `httpx2.Response` the SDK's error helpers read (error paths only)."""
-        response = httpx2.Response(
-            raw.status_code,
-            headers=raw.raw_headers,
-            content=raw.content,
-            request=self._request(payload),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": raw.reason},
+    Whole responses go by one `VendorPost`; streams are opened by the SDK (`open`).
+
+    Args:
+        post: the path whole responses take (`LeanPost` or `PublicPost`).
+        policy: the retries (`vendor_policy(max_retries)`).
+        vendor: the SDK's types (for stream openings).
+    """
+
+    __slots__ = ("_policy", "_post", "_vendor", "path")
+
+    def __init__(self, post: VendorPost, policy: RetryPolicy, vendor: Vendor) -> None:
+        self._post = post
+        self._policy = policy
+        self._vendor = vendor
+        self.path = post.path
+        """Which path whole responses take: `"lean"` (the raw core) or `"public"` (the SDK's)."""
+
+    async def post(self, body: dict[str, Any], *, deadline: float = NO_LIMIT) -> RawResponse:
+        """The 2xx answer to `body`, once retrying is over; `deadline` bounds all of it.
+
+        Raises:
+            StatusError: an error status, not retried or retried out.
+            DeadlineExpired: `deadline` passed first.
+            httpx2.TransportError: no answer, once retrying is over (`MalformedResponseError`,
+                `httpx2.DecodingError`: an answer that does not read, never retried).
+            ResponseTooLargeError: the body is over the cap (never retried).
+        """
+        post = self._post
+
+        def attempt(retries_taken: int) -> Awaitable[RawResponse]:
+            return post.send(body, retries_taken=retries_taken, deadline=deadline)
+
+        return await retrying(
+            self._policy, attempt, deadline=deadline, on_retry=self._note, retries=self._retries
         )
-        if raw.status_code == 429 and rate_limit.active():
-            # A batch's limiter pauses every call and retries this one: not the SDK, at its
-            # own pace (the capped client's response hook marks it alike).
-            response.headers["x-should-retry"] = "false"
-        return response
+
+    async def open(self, opening: Callable[[], Awaitable[T]], *, deadline: float = NO_LIMIT) -> T:
+        """`opening()` (an SDK call that starts a stream), retried by the policy.
+
+        Raises what `post` raises; the SDK's own errors are translated (`sdk_failure`).
+        """
+        vendor = self._vendor
+
+        async def attempt(_retries_taken: int) -> T:
+            with anyio.CancelScope(deadline=deadline) as scope:
+                try:
+                    return await opening()
+                except Exception as exc:
+                    failure = sdk_failure(exc, vendor)
+                    if failure is exc:
+                        raise
+                    raise failure from None  # the SDK's exception holds its request
+            assert scope.cancelled_caught
+            raise DeadlineExpired
+
+        return await retrying(
+            self._policy, attempt, deadline=deadline, on_retry=self._note, retries=self._retries
+        )
+
+    def _retries(self, failure: BaseException) -> bool:
+        if (
+            isinstance(failure, StatusError)
+            and failure.response.status_code == 429
+            and rate_limit.active()
+        ):
+            return False  # the batch's limiter pauses every call and retries this one
+        return self._policy.retries(failure)
+
+    def _note(self, failure: BaseException, retry: int, delay: float) -> None:
+        self._vendor.log.info(
+            "Retrying request in %f seconds (retry %d of %d: %s)",
+            delay,
+            retry,
+            self._policy.max_retries,
+            type(failure).__name__,
+        )
 
 
 async def _by(deadline: float, step: Awaitable[T]) -> T:
     """`step`'s result, unless `deadline` passes first (`DeadlineExpired`; rare steps only)."""
-    if deadline == _NO_DEADLINE:
+    if deadline == NO_LIMIT:
         return await step
     with anyio.move_on_at(deadline) as scope:
         return await step

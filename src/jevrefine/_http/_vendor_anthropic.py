@@ -1,26 +1,19 @@
-"""`AnthropicChatModel.call`'s lean request: `messages.create`'s semantics on the raw core.
+"""`AnthropicChatModel.call`'s requests: the Anthropic SDK's types, and when the lean path runs.
 
-`AsyncAnthropic.messages.create` transforms its params, runs the SDK's low-level `post` (request
-options copied for retries, an `httpx2.Request`, httpx's `send`, an `httpx2.Response`) and builds
-a `Message` model of the answer: more CPU than the call's own work
-(`python -m benchmarks.bench_adapter_cpu`). `LeanMessages.create` posts the same body with the
-shared `_lean.LeanPost` (the SDK's own headers, timeouts, retries and errors, taken from the
-client) and keeps what `create` itself adds:
+`VendorWire` (`_vendor`) carries them; `anthropic_wire` builds it for an adapter. Its `post`
+takes `messages.create`'s keyword arguments (the adapter's params, `extra_body` among them).
 
-- the timeout `create` passes when the client has the SDK's default one
-  (`client._calculate_nonstreaming_timeout`), including its `ValueError` "Streaming is
-  required" for a `max_tokens` that may run past 10 minutes (the adapter then streams);
-- the `DeprecationWarning` for a model in the SDK's list of deprecated ones;
-- the body: the SDK's key order (`max_tokens`, `messages`, `model`, ...), `extra_body` merged
-  over it as the SDK merges it, encoded as its `openapi_dumps` does.
+- The lean path (`LeanMessages`, on `_vendor.LeanPost`: the SDK's own headers on the raw core)
+  keeps what `create` adds around its request: the timeout `create` passes when the client has
+  the SDK's default one (`client._calculate_nonstreaming_timeout`), including its `ValueError`
+  "Streaming is required" for a `max_tokens` that may run past 10 minutes (the adapter then
+  streams); the `DeprecationWarning` for a model in the SDK's list of deprecated ones; and the
+  body in the SDK's key order with `extra_body` merged over it. It calls `anthropic` private
+  helpers and constants, so it runs only when the installed `anthropic` is in the series it was
+  measured with (`ANTHROPIC_LEAN`), the httpx2 one too, and the client is `eligible`.
+- Otherwise the SDK's public `messages.with_raw_response.create(**params)` sends.
 
-The answer is handed back as the SDK's lenient parsing would (`_lean.sdk_body`: a JSON object as
-a `JSONObject`, whatever else as it is); the adapter reads both alike.
-
-Only for a client the adapter built itself with no proxy for the base URL (the lean transport
-exists only then) and a plain API key, nothing else the SDK would run (`eligible`).
-`tests/test_fast_paths.py` pins the SDK private helpers used here to the `anthropic` series this
-was measured with (`MEASURED_WITH_ANTHROPIC`).
+Either way the SDK client retries nothing itself: the wire's policy does.
 """
 
 from __future__ import annotations
@@ -31,23 +24,25 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import anthropic
+import httpx2
 from anthropic import AsyncAnthropic
-from anthropic._base_client import get_platform
-from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
-from anthropic._data import DEPRECATED_MODELS
-from anthropic._models import FinalRequestOptions
 
-from . import _vendor as _lean
-from ._pool import ConnectionPool
+from .._measured import FastPath, takes_fast_path
+from ._httpx import HTTPX2_CORE
+from ._pool import ConnectionPool, RawResponse
+from ._vendor import LeanPost, PublicPost, Vendor, VendorPost, VendorWire, vendor_policy
 
-__all__ = ["MEASURED_WITH_ANTHROPIC", "MESSAGES_PATH", "LeanMessages", "eligible"]
+__all__ = ["ANTHROPIC_LEAN", "MESSAGES_PATH", "LeanMessages", "anthropic_wire", "eligible"]
 
-MEASURED_WITH_ANTHROPIC: Final = ((2, 14), (2, 16))
-"""The `anthropic` versions (from, up to but not including) whose private helpers this module
-calls, as `bench_adapter_cpu` measured it (anthropic 2.14.0 and 2.15.0, 2026-12-01). 2.15.0,
-released that day, was read against 2.14.0 before widening: `_base_client.py` is unchanged, and
-`_client.py` changed only `_should_retry`'s 401 retry for a token cache, a client this path
-never takes (`eligible`)."""
+ANTHROPIC_LEAN: Final = FastPath(
+    name="the lean Anthropic request (anthropic's private helpers on the keep-alive core)",
+    distribution="anthropic",
+    measured=((2, 14), (2, 16)),
+    benchmark="python -m benchmarks --only bench_adapter_cpu",
+)
+"""The `anthropic` series whose private helpers the lean request calls: 2.14.0 measured, and
+2.15.0 read against it before widening (`_base_client.py` unchanged; `_client.py` changed only
+`_should_retry`'s 401 retry for a token cache, a client this path never takes)."""
 
 MESSAGES_PATH: Final = "/v1/messages"
 
@@ -75,11 +70,10 @@ _BODY_ORDER: Final = (
 _ABSENT: Final = object()
 """A keyword `create` knows that the params leave out (the SDK's `omit`)."""
 
-_ANTHROPIC: Final = _lean.Vendor(
+_ANTHROPIC: Final = Vendor(
+    status_error=anthropic.APIStatusError,
     timeout_error=anthropic.APITimeoutError,
     connection_error=anthropic.APIConnectionError,
-    options=FinalRequestOptions.construct,
-    get_platform=get_platform,
     log=logging.getLogger("jevrefine.models.anthropic"),
 )
 
@@ -109,56 +103,100 @@ def eligible(client: AsyncAnthropic) -> bool:
     )
 
 
-class LeanMessages:
-    """`messages.create` (not streamed) of one `AsyncAnthropic`, on the lean transport's core.
+class LeanMessages(VendorPost):
+    """`messages.create` (not streamed) of one `AsyncAnthropic`, on the keep-alive core.
 
     Args:
         client: an `eligible` client.
-        transport: the lean transport mounted in its HTTP client for the base URL.
+        pool: the keep-alive core mounted in its HTTP client for the base URL.
+        redirected: the SDK's public request, for a redirect it should follow.
     """
+
+    path = "lean"
 
     __slots__ = ("_client", "_default_timeout", "_post")
 
-    def __init__(self, client: AsyncAnthropic, transport: ConnectionPool) -> None:
+    def __init__(
+        self, client: AsyncAnthropic, pool: ConnectionPool, redirected: PublicPost
+    ) -> None:
+        from anthropic._base_client import get_platform
+        from anthropic._constants import DEFAULT_TIMEOUT
+        from anthropic._models import FinalRequestOptions
+
         sdk: Any = client
         self._client = client
         # As `create`: with the SDK's default timeout it passes one of its own per request
         # (the same for every `max_tokens` it lets through), else none (the client's applies).
         self._default_timeout = client.timeout == DEFAULT_TIMEOUT
         timeout = sdk._calculate_nonstreaming_timeout(1, None) if self._default_timeout else None
-        self._post = _lean.LeanPost(
-            client, transport, MESSAGES_PATH, vendor=_ANTHROPIC, timeout=timeout
+        vendor = Vendor(
+            status_error=_ANTHROPIC.status_error,
+            timeout_error=_ANTHROPIC.timeout_error,
+            connection_error=_ANTHROPIC.connection_error,
+            log=_ANTHROPIC.log,
+            options=FinalRequestOptions.construct,
+            get_platform=get_platform,
+        )
+        self._post = LeanPost(
+            client, pool, MESSAGES_PATH, vendor=vendor, redirected=redirected, timeout=timeout
         )
 
-    async def create(self, params: Mapping[str, Any], *, deadline: float = float("inf")) -> object:
-        """The answer to `messages.create(**params)`, as the SDK's lenient parsing hands it.
-
-        `params` are the adapter's: the keywords `create` takes, `extra_body` among them.
+    async def send(
+        self, body: dict[str, Any], *, retries_taken: int, deadline: float
+    ) -> RawResponse:
+        """Send `messages.create(**body)`'s request once (`body`: the adapter's params).
 
         Raises:
-            ValueError: "Streaming is required" (the SDK's own check), or a body that claims to
-                be JSON and is not.
-            anthropic.APIStatusError: (its subclasses) an error status, once retrying is over.
-            anthropic.APITimeoutError: no answer in time, once retrying is over.
-            anthropic.APIConnectionError: no answer, once retrying is over.
-            DeadlineExpired: `deadline` (an `anyio.current_time()`) passed first.
+            ValueError: "Streaming is required" (the SDK's own check), before anything is sent.
+            StatusError: an error status.
         """
-        model = params["model"]
+        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+        from anthropic._data import DEPRECATED_MODELS
+
+        model = body["model"]
         if self._default_timeout:
             sdk: Any = self._client
             # Raises "Streaming is required" exactly where `create` does.
             sdk._calculate_nonstreaming_timeout(
-                params["max_tokens"], MODEL_NONSTREAMING_TOKENS.get(model, None)
+                body["max_tokens"], MODEL_NONSTREAMING_TOKENS.get(model, None)
             )
-        if model in DEPRECATED_MODELS:
+        if retries_taken == 0 and model in DEPRECATED_MODELS:
             warnings.warn(
                 f"the model {model!r} is deprecated (end of life {DEPRECATED_MODELS[model]}); "
                 "see https://docs.anthropic.com/en/docs/resources/model-deprecations",
                 DeprecationWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        raw = await self._post.post(_body(params), deadline=deadline)
-        return _lean.sdk_body(raw)
+        return await self._post.send(_body(body), retries_taken=retries_taken, deadline=deadline)
+
+
+def anthropic_wire(
+    client: AsyncAnthropic, pool: ConnectionPool | None, max_retries: int
+) -> VendorWire:
+    """The wire of an adapter's `call()`s, retried `max_retries` times by the wire's policy.
+
+    `client` itself must retry nothing (`max_retries=0`); `pool` is the keep-alive core mounted
+    in its HTTP client (`None`: none is).
+    """
+
+    async def request(params: dict[str, Any], headers: Any) -> httpx2.Response:
+        extra: Any = {"extra_headers": headers} if headers else {}
+        raw = await client.messages.with_raw_response.create(**params, **extra)
+        response: httpx2.Response = raw.http_response
+        return response
+
+    public = PublicPost(request, _ANTHROPIC)
+    policy = vendor_policy(max_retries)
+    lean = (
+        pool is not None
+        and takes_fast_path(HTTPX2_CORE)
+        and takes_fast_path(ANTHROPIC_LEAN)
+        and eligible(client)
+    )
+    if not lean:
+        return VendorWire(public, policy, _ANTHROPIC)
+    assert pool is not None
+    return VendorWire(LeanMessages(client, pool, public), policy, _ANTHROPIC)
 
 
 def _body(params: Mapping[str, Any]) -> dict[str, Any]:

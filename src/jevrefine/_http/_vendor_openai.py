@@ -1,32 +1,12 @@
-"""`OpenAIChatModel.call`'s lean request: the SDK's semantics on the transport's raw core.
+"""`OpenAIChatModel.call`'s requests: the OpenAI SDK's types, and when the lean path is taken.
 
-The request itself is `_lean.LeanPost`, shared with the Anthropic adapter; this module says
-when an `AsyncOpenAI` is eligible and pins the `openai` series it was measured with.
-
-The SDK's low-level `post` builds, per call, its request options (twice: copied for retries),
-an `httpx2.Request` with its URL, headers and timeouts, runs httpx's `send` (auth, redirects,
-event hooks) and wraps the answer in an `httpx2.Response`: more CPU than the call's own work
-(`python -m benchmarks.bench_adapter_cpu`). `LeanPost` sends the same bytes with
-`KeepAliveTransport.exchange` and keeps what the SDK does around them, taken from the SDK
-client itself so that it stays the SDK's:
-
-- headers: `client._build_headers(...)` (its auth and default headers, `x-stainless-retry-count`,
-  `x-stainless-read-timeout`), built once per retry count; the body as the SDK encodes it;
-- timeouts: `client.timeout`, per phase, per read as httpx applies them;
-- retries: up to `client.max_retries`, on a timeout, a connection error or a status for which
-  `client._should_retry(response)` says so (408, 409, 429, 5xx, `x-should-retry`, a Retry-After
-  over the SDK's cap), each after `client._calculate_retry_timeout(...)` (Retry-After,
-  retry-after-ms, exponential backoff with jitter);
-- errors: `openai.APITimeoutError` / `APIConnectionError` with the cause chained, and for a
-  status `client._make_status_error_from_response(response)`: the `httpx2.Response` is built on
-  that path only. A batch's 429 is not retried here while `rate_limit.active()` (as the
-  capped client's hook marks it for the SDK).
-
-It is only used for a client the adapter built itself, with no proxy for the base URL (the lean
-transport exists only then) and none of the SDK's other authentication modes (`eligible`). A
-redirect (3xx) goes back to the SDK's `post`, which follows it. `tests/test_fast_paths.py` pins
-the SDK private helpers used here to the `openai` series this was measured with
-(`MEASURED_WITH_OPENAI`).
+`VendorWire` (`_vendor`) carries them; this module builds it for an adapter. The lean path
+(`_vendor.LeanPost`: the SDK's own headers on the raw core) calls `openai` private helpers
+(`_build_headers`, `_prepare_url`, `_platform`, `FinalRequestOptions`), so it is taken only when
+the installed `openai` is in the series it was measured with (`OPENAI_LEAN`), the httpx2 one too
+(the core is mounted under the SDK's client), and the client is `eligible`; otherwise the SDK's
+public `client.post(..., cast_to=httpx2.Response)` sends. Either way the SDK client retries
+nothing itself: the wire's policy does.
 """
 
 from __future__ import annotations
@@ -34,27 +14,31 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+import httpx2
 import openai
 from openai import AsyncOpenAI
-from openai._base_client import get_platform
-from openai._models import FinalRequestOptions
 
-from . import _vendor as _lean
+from .._measured import FastPath, takes_fast_path
+from ._httpx import HTTPX2_CORE
 from ._pool import ConnectionPool
+from ._vendor import LeanPost, PublicPost, Vendor, VendorWire, vendor_policy
 
-__all__ = ["MEASURED_WITH_OPENAI", "LeanPost", "eligible"]
+__all__ = ["OPENAI_LEAN", "eligible", "openai_wire"]
 
-_OPENAI: Final = _lean.Vendor(
+OPENAI_LEAN: Final = FastPath(
+    name="the lean OpenAI request (openai's private helpers on the keep-alive core)",
+    distribution="openai",
+    measured=((3, 57), (3, 58)),
+    benchmark="python -m benchmarks --only bench_adapter_cpu",
+)
+"""The `openai` series whose private helpers the lean request calls, as measured."""
+
+_OPENAI: Final = Vendor(
+    status_error=openai.APIStatusError,
     timeout_error=openai.APITimeoutError,
     connection_error=openai.APIConnectionError,
-    options=FinalRequestOptions.construct,
-    get_platform=get_platform,
     log=logging.getLogger("jevrefine.models.openai"),
 )
-
-MEASURED_WITH_OPENAI: Final = ((3, 57), (3, 58))
-"""The `openai` versions (from, up to but not including) whose private helpers this module
-calls, as `bench_adapter_cpu` measured it (openai 3.57.0, 2026-12-01)."""
 
 
 def eligible(client: AsyncOpenAI) -> bool:
@@ -76,10 +60,46 @@ def eligible(client: AsyncOpenAI) -> bool:
     )
 
 
-class LeanPost(_lean.LeanPost):
-    """POSTs of JSON to one path of an `AsyncOpenAI` client's base URL, on the raw core."""
+def openai_wire(
+    client: AsyncOpenAI, pool: ConnectionPool | None, path: str, max_retries: int
+) -> VendorWire:
+    """The wire of an adapter's calls to `path` of `client`'s base URL.
 
-    __slots__ = ()
+    Retried `max_retries` times by the wire's policy (`client` itself must retry nothing:
+    `max_retries=0`).
 
-    def __init__(self, client: AsyncOpenAI, transport: ConnectionPool, path: str) -> None:
-        super().__init__(client, transport, path, vendor=_OPENAI)
+    `pool` is the keep-alive core mounted in `client`'s HTTP client (`None`: none is).
+    """
+
+    async def request(body: dict[str, Any], headers: Any) -> httpx2.Response:
+        options: Any = {"headers": headers} if headers else {}
+        response: httpx2.Response = await client.post(
+            path, body=body, cast_to=httpx2.Response, options=options
+        )
+        return response
+
+    public = PublicPost(request, _OPENAI)
+    policy = vendor_policy(max_retries)
+    lean = (
+        pool is not None
+        and takes_fast_path(HTTPX2_CORE)
+        and takes_fast_path(OPENAI_LEAN)
+        and eligible(client)
+    )
+    if not lean:
+        return VendorWire(public, policy, _OPENAI)
+    from openai._base_client import get_platform
+    from openai._models import FinalRequestOptions
+
+    vendor = Vendor(
+        status_error=_OPENAI.status_error,
+        timeout_error=_OPENAI.timeout_error,
+        connection_error=_OPENAI.connection_error,
+        log=_OPENAI.log,
+        options=FinalRequestOptions.construct,
+        get_platform=get_platform,
+    )
+    assert pool is not None
+    return VendorWire(
+        LeanPost(client, pool, path, vendor=vendor, redirected=public), policy, vendor
+    )

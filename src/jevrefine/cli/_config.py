@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import pydantic
 
+from .._http._headers import redact_url
 from ..exceptions import UserError
 from ..jev.errors import JudgeUsageError
 from ._providers import HOSTED, JEV_KEY_ENV, open_chat_model, resolve_provider
@@ -561,7 +562,21 @@ class CliConfig(_Section):
         described["api_keys"] = {
             name: "set" if os.environ.get(var) else "not set" for name, var in _KEYS.items()
         }
-        return described
+        redacted: dict[str, Any] = _urls_redacted(described)
+        return redacted
+
+
+def _urls_redacted(value: Any) -> Any:
+    """`value` (dumped settings) with every `base_url`'s user-info blanked out, as the keys are."""
+    if isinstance(value, dict):
+        return {
+            key: redact_url(item) if key == "base_url" and isinstance(item, str)
+            else _urls_redacted(item)
+            for key, item in value.items()
+        }  # fmt: skip
+    if isinstance(value, list):
+        return [_urls_redacted(item) for item in value]
+    return value
 
 
 def load_config(path: str | None, overrides: Mapping[str, Mapping[str, Any]]) -> CliConfig:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,14 +31,16 @@ from pydantic_core import from_json, to_json
 from .. import _validate as check
 from .._closing import AsyncClosing
 from .._http import (
-    HeaderLines,
-    KeepAliveTransport,
+    DeadlineExpired,
     MalformedResponseError,
     RawResponse,
+    Wire,
     acquire_by,
     loop_time,
+    open_wire,
 )
-from .._http._headers import redact, redact_error
+from .._http._headers import redact, redact_error, redact_url
+from .._http._retry import retrying
 from .._version import __version__
 from ..exceptions import ResponseTooLargeError
 from ..telemetry import InstrumentationSettings, Telemetry, joined_span
@@ -98,6 +99,8 @@ SYSTEM_ONE_PATH: Final = "/v1/systemone"
 MODELS_PATH: Final = "/v1/models"
 REQUEST_ID_HEADER: Final = "x-typesafe-request-id"
 RETRY_COUNT_HEADER: Final = "x-typesafe-retry-count"
+_REQUEST_ID_LINE: Final = REQUEST_ID_HEADER.encode("ascii")
+_RETRY_COUNT_LINE: Final = RETRY_COUNT_HEADER.encode("ascii")
 
 _DEFAULT_RETRY = RetryPolicy()
 # Keep every pooled connection warm: bursts beyond httpx's default 20 idle connections would
@@ -139,42 +142,6 @@ def _request_headers(key: str) -> dict[str, str]:
     if key:  # an explicit "" sends none (local servers)
         headers["authorization"] = f"Bearer {key}"
     return headers
-
-
-def _default_pool(
-    timeout: float, max_concurrency: int | None
-) -> httpx2.AsyncClient | KeepAliveTransport:
-    """The built-in pool: the keep-alive transport's raw core, or httpx's client with a proxy."""
-    pool = max(_POOL_SIZE, max_concurrency or 0)
-    if _proxy_configured():
-        # The lean transport speaks no proxy protocol: honour HTTP(S)_PROXY with httpx's.
-        return httpx2.AsyncClient(
-            timeout=timeout,
-            limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool),
-        )
-    # Called directly, below httpx2's client layer: its Request/Response objects and `send`
-    # cost more CPU per call than the rest of the call (see `jevrefine._transport`).
-    return KeepAliveTransport(max_connections=pool, keepalive_expiry=_KEEPALIVE_EXPIRY)
-
-
-class _Route:
-    """Where one endpoint's requests go, worked out once for the raw core."""
-
-    __slots__ = ("host", "port", "scheme", "target")
-
-    def __init__(self, url: str) -> None:
-        parsed = httpx2.URL(url)
-        self.scheme = parsed.scheme
-        self.host = parsed.host
-        self.port = parsed.port
-        self.target = parsed.raw_path
-
-
-def _header_of(response: httpx2.Response | RawResponse, name: str) -> str | None:
-    if isinstance(response, RawResponse):
-        return response.header(name.encode("ascii"))
-    value: str | None = response.headers.get(name)
-    return value
 
 
 class JudgeClient(AsyncClosing):
@@ -253,6 +220,8 @@ class JudgeClient(AsyncClosing):
             error=error,
         )
         self._base_url = root.url
+        # Shown in every message and repr, its user-info (a credential) blanked out.
+        self._shown_url = redact_url(root.url)
         self._model = model or os.environ.get(DEFAULT_MODEL_ENV, "").strip() or DEFAULT_MODEL
         self._limiter: anyio.CapacityLimiter | None = None
         self._address = root.host
@@ -263,11 +232,8 @@ class JudgeClient(AsyncClosing):
         # Kept only to blank it out of what a server echoes back; never printed.
         self._secret = key or None
         self._secret_bytes = self._secret.encode("ascii") if self._secret else None
-        self._owns_http = http_client is None
-        pool = (
-            _default_pool(self._timeout, self._max_concurrency)
-            if http_client is None
-            else check.instance(
+        if http_client is not None:
+            check.instance(
                 "http_client",
                 http_client,
                 httpx2.AsyncClient,
@@ -275,21 +241,19 @@ class JudgeClient(AsyncClosing):
                 kind_name="an httpx2.AsyncClient",
                 error=error,
             )
+        self._root_path = httpx2.URL(self._base_url).raw_path.decode("ascii").rstrip("/")
+        self._system_one_target = httpx2.URL(self._system_one_url).raw_path.decode("ascii")
+        self._models_target = httpx2.URL(self._models_url).raw_path.decode("ascii")
+        # Every pooled connection kept warm: bursts beyond httpx's default 20 idle connections
+        # would otherwise reopen connections (and redo TLS handshakes) on every wave of a batch.
+        self._wire: Wire = open_wire(
+            self._base_url,
+            headers=self._headers,
+            timeout=self._timeout,
+            http_client=http_client,
+            max_connections=max(_POOL_SIZE, self._max_concurrency or 0),
+            keepalive_expiry=_KEEPALIVE_EXPIRY,
         )
-        self._http: httpx2.AsyncClient | None = None
-        self._core: KeepAliveTransport | None = None
-        if isinstance(pool, KeepAliveTransport):
-            self._core = pool
-            self._routes = {url: _Route(url) for url in (self._system_one_url, self._models_url)}
-            # The header lines httpx would send, less `accept-encoding`: the answer comes back
-            # as sent, with no decoder to run (one that is encoded anyway is still decoded).
-            host = httpx2.Request("GET", self._system_one_url).headers["host"]
-            self._fields = HeaderLines(
-                [(b"host", host.encode("ascii"))]
-                + [(k.encode("ascii"), v.encode("ascii")) for k, v in self._headers.items()]
-            )
-        else:
-            self._http = pool
         self._telemetry = Telemetry(
             instrumentation,
             tracer_provider=tracer_provider,
@@ -377,20 +341,16 @@ class JudgeClient(AsyncClosing):
 
     async def models(self, *, timeout: float | None = None) -> list[ModelInfo]:  # noqa: ASYNC109
         """The models the API lists (`GET /v1/models`; aliases only, versioned ids work too)."""
-        response = await self._send("GET", self._models_url, None, timeout, None)
+        response = await self._send("GET", self._models_target, None, timeout, None)
         return parse_models(self._decode_ok(response))
 
     async def aclose(self) -> None:
         """Close the connection pool (unless the `http_client` was given to us)."""
-        if self._owns_http:
-            if self._core is not None:
-                await self._core.aclose()
-            elif self._http is not None:
-                await self._http.aclose()
+        await self._wire.aclose()
 
     def __repr__(self) -> str:
         # The key is deliberately absent.
-        return f"JudgeClient(base_url={self._base_url!r}, model={self._model!r})"
+        return f"JudgeClient(base_url={self._shown_url!r}, model={self._model!r})"
 
     # -- the wire --------------------------------------------------------------------------
 
@@ -417,7 +377,7 @@ class JudgeClient(AsyncClosing):
         timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
         span: Span | None,
     ) -> SystemOneResponse:
-        response = await self._send("POST", self._system_one_url, content, timeout, span)
+        response = await self._send("POST", self._system_one_target, content, timeout, span)
         data = self._decode_ok(response)
         request_id = self._request_id(response)
         parsed = parse_system_one(data, request_id)
@@ -434,12 +394,12 @@ class JudgeClient(AsyncClosing):
         text = content[: limit + margin].decode("utf-8", "replace")
         return str(redact(text, self._secret))[:limit]
 
-    def _request_id(self, response: httpx2.Response | RawResponse) -> str | None:
+    def _request_id(self, response: RawResponse) -> str | None:
         """The request id header, scrubbed: it lands in errors, spans and metrics."""
-        value = _header_of(response, REQUEST_ID_HEADER)
+        value = response.header(_REQUEST_ID_LINE)
         return None if value is None else str(redact(value, self._secret))
 
-    def _decode_ok(self, response: httpx2.Response | RawResponse) -> Any:
+    def _decode_ok(self, response: RawResponse) -> Any:
         """The 2xx body, decoded, with the API key scrubbed out of every string in it.
 
         Scrubbed once, here, before anything is kept: a server that echoes the key (in `model`,
@@ -466,82 +426,82 @@ class JudgeClient(AsyncClosing):
     async def _send(
         self,
         method: str,
-        url: str,
+        target: str,
         content: bytes | None,
         timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
         span: Span | None,
-    ) -> httpx2.Response | RawResponse:
-        """Send with retries; a 2xx response, or the last error once retrying is over."""
+    ) -> RawResponse:
+        """Send with retries (the wire's one loop); a 2xx answer, or the last error."""
         policy = self._retry
         per_operation = self._timeout if timeout is None else timeout
         deadline = math.inf if self._total_timeout is None else loop_time() + self._total_timeout
-        headers = self._headers
-        retry = 0
-        while True:
-            try:
-                return await self._attempt(method, url, content, headers, per_operation, deadline)
-            except JudgeError as error:
-                # Before it is logged, put on a span or raised: transport errors quote the
-                # server's bytes, and a hostile server may send the key back in them.
-                redact_error(error, self._secret)
-                if retry >= policy.max_retries or not policy.should_retry(error):
-                    raise
-                retry += 1
-                delay = policy.delay(error, retry)
-                if loop_time() + delay >= deadline:
-                    # Waiting would spend the rest of the budget: give the caller the real error.
-                    raise
-                if span is not None:
-                    record_retry(span, retry, delay, error)
-                # Our error messages carry the status, the server's text and the request id;
-                # never the key, which lives only in the headers.
-                _log.info(
-                    "Jev call failed (%s: %s); retry %d of %d in %.2f s",
-                    type(error).__name__,
-                    error,
-                    retry,
-                    policy.max_retries,
-                    delay,
-                )
-                headers = {**self._headers, RETRY_COUNT_HEADER: str(retry)}
-                await policy.sleep(delay)
+
+        def attempt(retry: int) -> Any:
+            return self._attempt(method, target, content, retry, per_operation, deadline)
+
+        def note(error: BaseException, retry: int, delay: float) -> None:
+            if span is not None:
+                record_retry(span, retry, delay, error)
+            # Our error messages carry the status, the server's text and the request id;
+            # never the key, which lives only in the headers.
+            _log.info(
+                "Jev call failed (%s: %s); retry %d of %d in %.2f s",
+                type(error).__name__,
+                error,
+                retry,
+                policy.max_retries,
+                delay,
+            )
+
+        response: RawResponse = await retrying(
+            policy, attempt, deadline=deadline, on_retry=note, retries=policy.should_retry
+        )
+        return response
 
     async def _attempt(
         self,
         method: str,
-        url: str,
+        target: str,
         content: bytes | None,
-        headers: Mapping[str, str],
+        retry: int,
         per_operation: float,
         deadline: float,
-    ) -> httpx2.Response | RawResponse:
+    ) -> RawResponse:
+        """One request within the call's budget: a 2xx answer, else its `JudgeError`.
+
+        Every error is scrubbed of the key before it is logged, put on a span or raised:
+        transport errors quote the server's bytes, and a hostile server may send the key back.
+        """
+        try:
+            return await self._exchange(method, target, content, retry, per_operation, deadline)
+        except JudgeError as error:
+            redact_error(error, self._secret)
+            raise
+
+    async def _exchange(
+        self,
+        method: str,
+        target: str,
+        content: bytes | None,
+        retry: int,
+        per_operation: float,
+        deadline: float,
+    ) -> RawResponse:
         remaining = deadline - loop_time()
         if remaining <= 0:
             raise JudgeTimeoutError(self._budget_message())
         limiter = self._limiter
         if limiter is None and self._max_concurrency is not None:
             limiter = self._limiter = anyio.CapacityLimiter(self._max_concurrency)
-        response: httpx2.Response | RawResponse | None = None
-        timeout = min(per_operation, remaining)
         if limiter is not None:  # a `max_concurrency` slot, within the budget
             try:
                 await acquire_by(limiter, deadline)
             except TimeoutError:
                 raise JudgeTimeoutError(self._budget_message()) from None
         try:
-            if self._core is not None:
-                # The raw core bounds every phase by the deadline itself: no scope around it.
-                try:
-                    response = await self._request(method, url, content, headers, timeout, deadline)
-                except JudgeTimeoutError:
-                    if loop_time() < deadline:
-                        raise  # a phase's own timeout
-                    raise JudgeTimeoutError(self._budget_message()) from None
-            else:
-                with anyio.CancelScope(deadline=deadline) as scope:
-                    response = await self._request(method, url, content, headers, timeout, deadline)
-                if response is None or scope.cancelled_caught:
-                    raise JudgeTimeoutError(self._budget_message())
+            response = await self._request(
+                method, target, content, retry, min(per_operation, remaining), deadline
+            )
         finally:
             if limiter is not None:
                 limiter.release()
@@ -552,85 +512,50 @@ class JudgeClient(AsyncClosing):
             status,
             self._error_body(response),
             request_id=self._request_id(response),
-            endpoint=f"{method} {url}",
+            endpoint=f"{method} {self._shown_url}{target.removeprefix(self._root_path)}",
             retry_after=parse_retry_after(response.headers),
         )
 
     async def _request(
         self,
         method: str,
-        url: str,
+        target: str,
         content: bytes | None,
-        headers: Mapping[str, str],
+        retry: int,
         timeout: float,  # noqa: ASYNC109 - a per-HTTP-operation setting
         deadline: float,
-    ) -> httpx2.Response | RawResponse:
+    ) -> RawResponse:
+        where = f"{method} {self._shown_url}{target.removeprefix(self._root_path)}"
+        headers = [(_RETRY_COUNT_LINE, b"%d" % retry)] if retry else ()
         try:
-            core = self._core
-            if core is not None:
-                fields: list[tuple[bytes, bytes]] = []
-                if headers is not self._headers:  # a retry: the retry count header on top
-                    count = headers[RETRY_COUNT_HEADER].encode()
-                    fields.append((RETRY_COUNT_HEADER.encode(), count))
-                if content is not None:
-                    fields.append((b"content-length", b"%d" % len(content)))
-                # Called here, not through a helper coroutine: one frame fewer to resume at
-                # every wake-up of the call.
-                route = self._routes[url]
-                raw = await core.exchange(
-                    method,
-                    route.scheme,
-                    route.host,
-                    route.port,
-                    route.target,
-                    fields,
-                    content or b"",
-                    connect=timeout,
-                    write=timeout,
-                    read=timeout,
-                    fixed=self._fields,
-                    deadline=deadline,
-                )
-                if raw.header(b"content-encoding") is not None:
-                    # Not asked for, but sent anyway: decoded as httpx would, the same bytes.
-                    return await raw.decoded()
-                return raw
-            assert self._http is not None  # one of the two is always set
-            # No pool timeout: waiting for a free connection is queueing, not a slow server,
-            # and is bounded by `total_timeout` already. Counting it against `timeout` made calls
-            # beyond the pool size fail as timeouts under load.
-            return await self._http.request(
-                method,
-                url,
-                content=content,
-                headers=headers,
-                timeout=httpx2.Timeout(timeout, pool=None),
+            return await self._wire.send(
+                method, target, content, headers=headers, timeout=timeout, deadline=deadline
             )
+        except DeadlineExpired:
+            raise JudgeTimeoutError(self._budget_message()) from None
         # Neither is a connection failure: the server answered, with something no answer can
         # be. Retrying would read the same flood (or the same broken framing) again.
         except ResponseTooLargeError as exc:
-            raise JudgeResponseTooLargeError(
-                f"{method} {url}: {exc}", limit=exc.limit or 0
-            ) from None
+            raise JudgeResponseTooLargeError(f"{where}: {exc}", limit=exc.limit or 0) from None
         except MalformedResponseError as exc:
             shown = f" {self._excerpt(exc.excerpt, 80)!r}" if exc.excerpt else ""
-            raise JudgeResponseError(f"{method} {url}: {exc}{shown}") from None
+            raise JudgeResponseError(f"{where}: {exc}{shown}") from None
         except httpx2.DecodingError as exc:
             # A `content-encoding` whose bytes do not decode: an answer no retry would mend.
             raise JudgeResponseError(
-                f"{method} {url}: the body does not decode ({type(exc).__name__})"
+                f"{where}: the body does not decode ({type(exc).__name__})"
             ) from None
         except httpx2.TimeoutException as exc:
             # `from None`: httpx's exception holds the request, and the request holds the key.
             raise JudgeTimeoutError(
-                f"{method} {url}: no answer within {timeout:g} s ({type(exc).__name__})"
+                f"{where}: no answer within {timeout:g} s ({type(exc).__name__})"
             ) from None
         except httpx2.TransportError as exc:
             raise JudgeConnectionError(
-                f"{method} {url}: connection failed ({type(exc).__name__}: {exc})"
+                f"{where}: connection failed ({type(exc).__name__}: {exc})"
             ) from None
 
-    def _error_body(self, response: httpx2.Response | RawResponse) -> Any:
+    def _error_body(self, response: RawResponse) -> Any:
         """An error response's body, decoded when it is JSON, scrubbed of the key either way."""
         content = response.content
         if not content:
@@ -642,9 +567,3 @@ class JudgeClient(AsyncClosing):
 
     def _budget_message(self) -> str:
         return f"the call did not finish within total_timeout={self._total_timeout:g} s"
-
-
-def _proxy_configured() -> bool:
-    """Whether the environment asks for an HTTP(S) proxy (`HTTPS_PROXY`, `ALL_PROXY`, ...)."""
-    proxies = urllib.request.getproxies()
-    return any(key in proxies for key in ("http", "https", "all"))

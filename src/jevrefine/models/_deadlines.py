@@ -119,6 +119,10 @@ class Pace:
         self._end = math.inf if deadlines.stream is None else now + deadlines.stream
         self._next = min(now + deadlines.total, self._end)
 
+    def opening_deadline(self) -> float:
+        """By when the stream must have opened (an `anyio.current_time()`): `total_timeout`."""
+        return self._next
+
     def scope(self) -> anyio.CancelScope:
         """A cancel scope for waiting for the next chunk (or for the stream to open).
 

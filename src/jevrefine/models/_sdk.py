@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from .._http._headers import url_password
 from ..messages import AssistantMessage, ChatResponse, ChatResponseMetadata, Generation
 from ._log_scrub import register_key, unregister_key
 
@@ -23,25 +24,34 @@ class _Closable(Protocol):
 
 
 class Holdings:
-    """An adapter's API key, registered with the log scrubber, and the SDK clients it built.
+    """An adapter's secrets, registered with the log scrubber, and the SDK clients it built.
 
-    Built once the adapter knows both; `release()` is its `aclose()`. Clients passed in by the
-    caller are not owned (`owned=None`) and stay open.
+    The secrets are the API key and a base URL's password, if it has one. Built once the adapter
+    knows both; `release()` is its `aclose()`. Clients passed in by the caller are not owned
+    (`owned=None`) and stay open.
     """
 
-    __slots__ = ("_key", "_key_held", "_owned")
+    __slots__ = ("_key_held", "_keys", "_owned")
 
-    def __init__(self, key: str | None, *, owned: tuple[_Closable, _Closable] | None) -> None:
-        self._key = key
+    def __init__(
+        self,
+        key: str | None,
+        *,
+        owned: tuple[_Closable, _Closable] | None,
+        url: str | None = None,
+    ) -> None:
+        self._keys = (key, url_password(url))
         self._owned = owned
-        register_key(key)
+        for secret in self._keys:
+            register_key(secret)
         self._key_held = True
 
     async def release(self) -> None:
-        """Unregister the key (once, however often this runs) and close the owned clients."""
+        """Unregister the secrets (once, however often this runs); close the owned clients."""
         if self._key_held:
             self._key_held = False
-            unregister_key(self._key)
+            for secret in self._keys:
+                unregister_key(secret)
         if self._owned is not None:
             client, stream_client = self._owned
             await client.close()

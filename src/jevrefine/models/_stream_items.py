@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from .._http._headers import REDACTED
-from ..exceptions import ModelError
+from ..exceptions import ModelError, ModelResponseError
 
 __all__ = [
     "MAX_TOKEN_COUNT",
@@ -155,12 +155,12 @@ UNREADABLE: Final = (UnreadableValueError, *_UNFORESEEN)
 
 
 def unreadable_error(model: str, origin: str, item: str, exc: BaseException) -> ModelError:
-    """The `ModelError` for `exc`, raised while reading a `item` from `model` at `origin`.
+    """The `ModelResponseError` for `exc`, raised while reading a `item` from `model` at `origin`.
 
     The caller blanks secrets out of it (the text of `exc` may quote the server).
     """
     detail = str(exc) if isinstance(exc, UnreadableValueError) else f"{type(exc).__name__}: {exc}"
-    error = ModelError(
+    error = ModelResponseError(
         f"{model} at {origin} sent a {item} that could not be read: {detail}", model_name=model
     )
     if not isinstance(exc, UnreadableValueError):

@@ -46,33 +46,33 @@ import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, ClassVar, Final, Literal
 
-import anyio
 import httpx2
 
 try:
     import anthropic
     from anthropic import AsyncAnthropic
-    from anthropic._constants import DEFAULT_CONNECTION_LIMITS
 except ImportError as _import_error:
     raise ImportError(
         'AnthropicChatModel needs the anthropic package: pip install "jevrefine[anthropic]"'
     ) from _import_error
 
-from .._http import loop_time
+from .._http import DeadlineExpired, MalformedResponseError, RawResponse, loop_time
 from .._http._bounded import (
     DEFAULT_MAX_RESPONSE_BYTES,
     bounded_http_client,
     lean_parts,
 )
 from .._http._headers import parse_retry_after, redact_error, safe_headers
-from .._http._vendor import DeadlineExpired, JSONObject, unwrapped
-from .._http._vendor_anthropic import LeanMessages, eligible
+from .._http._retry import StatusError
+from .._http._vendor import JSONObject, VendorWire, sdk_body, unwrapped
+from .._http._vendor_anthropic import anthropic_wire
 from .._validate import integer
 from ..exceptions import (
     IncompleteResponseError,
     ModelConnectionError,
     ModelError,
     ModelHTTPError,
+    ModelResponseError,
     ModelTimeoutError,
     ResponseTooLargeError,
     UserError,
@@ -189,13 +189,13 @@ class AnthropicChatModel(ChatModel):
         "_client",
         "_deadlines",
         "_holdings",
-        "_lean",
         "_max_tokens",
         "_model",
         "_options",
         "_read",
         "_secret",
         "_stream_client",
+        "_wire",
     )
 
     def __init__(
@@ -250,17 +250,20 @@ class AnthropicChatModel(ChatModel):
                 )
             # A copy sharing the caller's connection pool, with the SDK's own spans off: the
             # chain's terminal link records the one `chat` span of each call.
-            self._client = self._stream_client = client.with_options(open_telemetry=False)
+            # The wire's policy retries (the client's max_retries times); the copy retries nothing.
+            self._client = self._stream_client = client.with_options(
+                open_telemetry=False, max_retries=0
+            )
             owned = None
-            self._lean: LeanMessages | None = None
+            self._wire: VendorWire = anthropic_wire(self._client, None, client.max_retries)
         else:
-            self._client, self._stream_client, self._lean = _own_clients(settings)
+            self._client, self._stream_client, self._wire = _own_clients(settings)
             owned = (self._client, self._stream_client)
         key_in_use = self._client.api_key
         # Kept only to blank it out of what the server sends; never printed.
         self._secret = key_in_use if key_in_use != _PLACEHOLDER_KEY else None
         self._read = Reader(self._secret)
-        self._holdings = Holdings(self._secret, owned=owned)
+        self._holdings = Holdings(self._secret, owned=owned, url=str(self._client.base_url))
 
     @property
     def model_name(self) -> str:
@@ -313,19 +316,10 @@ class AnthropicChatModel(ChatModel):
         message: Any = None
         try:
             with self._map_errors(model):
-                # The whole call, the SDK's retries included: the SDK's timeout is per read.
+                # The whole call, retries included: the SDK's timeout is per read. The lean
+                # path or the SDK's public request, retried by the wire (see `_http._vendor`).
                 deadline = loop_time() + self._deadlines.total
-                lean = self._lean
-                if lean is not None:
-                    # `create`'s semantics (the SDK's headers, retries and errors) on the
-                    # transport's raw core, the answer read without the SDK's models; it
-                    # keeps the deadline itself.
-                    message = await lean.create(params, deadline=deadline)
-                else:
-                    with anyio.CancelScope(deadline=deadline) as scope:
-                        message = await self._client.messages.create(**params)
-                    if scope.cancelled_caught:
-                        raise DeadlineExpired
+                message = sdk_body(await self._wire.post(params, deadline=deadline))
         except DeadlineExpired:
             raise call_expired(self._deadlines, model, where) from None
         except ValueError as exc:
@@ -339,7 +333,7 @@ class AnthropicChatModel(ChatModel):
         ):
             # The SDK hands back a 200 body it could not read as a message (text, a JSON list,
             # an object without `content`) as it is: say so, instead of a TypeError later.
-            raise ModelError(
+            raise ModelResponseError(
                 f"{model} at {where} answered with a response that could not be read: "
                 "expected a message object with content",
                 model_name=model,
@@ -366,10 +360,14 @@ class AnthropicChatModel(ChatModel):
         state = _StreamState(self._read)
         pace = Pace(self._deadlines)
         with self._map_errors(model):
-            with pace.scope() as opening:
-                events = await self._stream_client.messages.create(**params, stream=True)
-            if opening.cancelled_caught:
-                raise pace.expired(model, where)
+            try:
+                # Opened by the SDK, retried by the wire's policy, within `total_timeout`.
+                events = await self._wire.open(
+                    lambda: self._stream_client.messages.create(**params, stream=True),
+                    deadline=pace.opening_deadline(),
+                )
+            except DeadlineExpired:
+                raise pace.expired(model, where) from None
             try:
                 while True:
                     # Each wait for an event has its own deadline.
@@ -464,8 +462,19 @@ class AnthropicChatModel(ChatModel):
             yield
         except _SDKResponseTooLargeError as exc:
             raise ResponseTooLargeError(str(exc), limit=exc.limit) from None
-        except anthropic.APIStatusError as exc:
-            raise _http_error(exc, model) from exc
+        except StatusError as failure:
+            response = failure.response
+            raise _http_error(
+                response.status_code, _decoded_body(response), response.headers, model
+            ) from None
+        except anthropic.APIStatusError as exc:  # an `error` event of a stream under way
+            raise _http_error(exc.status_code, exc.body, exc.response.headers, model) from exc
+        except (MalformedResponseError, httpx2.DecodingError) as exc:
+            # Bytes that are no HTTP/1.1 (or a body that does not decode): never retried.
+            raise ModelResponseError(
+                f"{model} at {where} sent a response that is not valid HTTP: {exc}",
+                model_name=model,
+            ) from None
         except anthropic.APITimeoutError as exc:
             raise ModelTimeoutError(
                 f"{model} at {where} did not answer in time; raise timeout= or retry later",
@@ -476,7 +485,7 @@ class AnthropicChatModel(ChatModel):
                 f"could not reach {model} at {where}: {_cause(exc)}", model_name=model
             ) from exc
         except anthropic.APIResponseValidationError as exc:
-            raise ModelError(
+            raise ModelResponseError(
                 f"{model} at {where} answered with a response that could not be read: {exc}",
                 model_name=model,
             ) from exc
@@ -486,7 +495,7 @@ class AnthropicChatModel(ChatModel):
             # Not the SDK's own "Streaming is required": `call` streams instead.
             if "Streaming is required" in str(exc):
                 raise
-            raise ModelError(
+            raise ModelResponseError(
                 f"{model} at {where} answered with a body that could not be read: "
                 f"{type(exc).__name__}: {exc}",
                 model_name=model,
@@ -521,14 +530,14 @@ def _keepalive_probes() -> tuple[tuple[int, int, int], ...]:
 
 def _own_clients(
     settings: AdapterSettings,
-) -> tuple[AsyncAnthropic, AsyncAnthropic, LeanMessages | None]:
-    """The SDK clients an adapter builds itself: one for whole responses, one for streams.
+) -> tuple[AsyncAnthropic, AsyncAnthropic, VendorWire]:
+    """The SDK clients an adapter builds itself (whole responses; streams), and the wire.
 
     Both use the SDK's default HTTP client (its limits, timeouts, redirects, proxies, trust
-    store, keep-alive socket options) with bodies capped; whole responses additionally go
-    through the lean keep-alive transport when no proxy applies to the base URL, and `call()`
-    calls that transport's raw core with `create`'s headers, retries and errors
-    (`_lean_anthropic`) when the client is eligible: the third item, else `None`.
+    store, keep-alive socket options) with bodies capped, and retry nothing themselves (the
+    wire's policy does); whole responses additionally go through the keep-alive core when no
+    proxy applies to the base URL, and `call()` calls that core with `create`'s headers when the
+    lean path is taken (`_http._vendor_anthropic`).
     """
     key = settings.api_key if settings.api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
     if not key:
@@ -543,33 +552,27 @@ def _own_clients(
         extra["timeout"] = settings.deadlines.timeout
     cap = settings.max_response_bytes
     base_url = settings.base_url
-    transport = None
+    pool = None
     if cap is not None:
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or _ANTHROPIC_URL
-        extra["http_client"], transport = lean_parts(
+        extra["http_client"], pool = lean_parts(
             anthropic.DefaultAsyncHttpxClient,
             httpx2.URL(url),
             cap,
-            max_connections=DEFAULT_CONNECTION_LIMITS.max_connections or 1000,
-            keepalive_expiry=DEFAULT_CONNECTION_LIMITS.keepalive_expiry or 5.0,
             error=_SDKResponseTooLargeError,
             socket_options=_keepalive_probes(),
         )
     # The key goes to the SDK client only: the adapter keeps no copy of it.
     client = AsyncAnthropic(
-        api_key=key,
-        base_url=base_url,
-        max_retries=settings.max_retries,
-        open_telemetry=False,
-        **extra,
+        api_key=key, base_url=base_url, max_retries=0, open_telemetry=False, **extra
     )
+    wire = anthropic_wire(client, pool, settings.max_retries)
     if cap is None:
-        return client, client, None
+        return client, client, wire
     streams = bounded_http_client(
         anthropic.DefaultAsyncHttpxClient, cap, error=_SDKResponseTooLargeError
     )
-    lean = LeanMessages(client, transport) if transport is not None and eligible(client) else None
-    return client, client.with_options(http_client=streams), lean
+    return client, client.with_options(http_client=streams), wire
 
 
 class _SDKResponseTooLargeError(ResponseTooLargeError, anthropic.AnthropicError):
@@ -588,10 +591,20 @@ def _cause(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {cause}"
 
 
-def _http_error(exc: anthropic.APIStatusError, model: str) -> ModelHTTPError:
-    headers = safe_headers(exc.response.headers)
-    body = exc.body
-    status = exc.status_code
+def _decoded_body(response: RawResponse) -> Any:
+    """An error body as the server sent it: JSON when it parses, else text, `None` if empty."""
+    if not response.content:
+        return None
+    try:
+        return json.loads(response.content)
+    except (ValueError, RecursionError):  # RecursionError: nested past the decoder
+        return response.content.decode("utf-8", errors="replace")
+
+
+def _http_error(
+    status: int, body: Any, raw_headers: Mapping[str, str], model: str
+) -> ModelHTTPError:
+    headers = safe_headers(raw_headers)
     message: str | None = None
     if isinstance(body, Mapping):
         error = body.get("error")

@@ -25,34 +25,33 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-import anyio
 import httpx2
 
 try:
     import openai
     from openai import AsyncOpenAI
-    from openai._constants import DEFAULT_CONNECTION_LIMITS
-    from openai.types.chat import ChatCompletion
 except ImportError as _import_error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'OpenAIChatModel needs the `openai` package: pip install "jevrefine[openai]"'
     ) from _import_error
 
-from .._http import RawResponse, loop_time
+from .._http import DeadlineExpired, MalformedResponseError, RawResponse, loop_time
 from .._http._bounded import (
     DEFAULT_MAX_RESPONSE_BYTES,
     bounded_http_client,
     lean_parts,
 )
-from .._http._headers import parse_retry_after, redact_error, safe_headers
-from .._http._vendor import DeadlineExpired, sdk_body
+from .._http._headers import parse_retry_after, redact_error, redact_url, safe_headers
+from .._http._retry import StatusError
 from .._http._vendor import JSONObject as _JSONObject
-from .._http._vendor_openai import LeanPost, eligible
+from .._http._vendor import VendorWire, sdk_body
+from .._http._vendor_openai import openai_wire
 from ..exceptions import (
     EmptyResponseError,
     IncompleteResponseError,
     ModelConnectionError,
     ModelError,
+    ModelResponseError,
     ModelTimeoutError,
     UserError,
     http_error,
@@ -91,8 +90,6 @@ _COMPLETIONS_PATH: Final = "/chat/completions"
 _OPENAI_URL: Final = "https://api.openai.com/v1"
 """The SDK's base URL when neither `base_url` nor `OPENAI_BASE_URL` gives one."""
 
-_SDK_LIMITS: Final = DEFAULT_CONNECTION_LIMITS
-"""The SDK's pool limits; the lean transport keeps the same connection cap and expiry."""
 
 _SDK_ERRORS: Final = (
     openai.OpenAIError,
@@ -100,10 +97,11 @@ _SDK_ERRORS: Final = (
     RecursionError,  # JSON nested past the decoder
     OverflowError,
     httpx2.TransportError,
+    httpx2.DecodingError,  # a content-encoding whose bytes do not decode (never retried)
 )
-"""What the SDK and, while a stream is read, the transport and the decoders raise: translated
-by the adapter. The adapter builds every request argument itself, so a `ValueError` out of the
-SDK's call comes from reading the server's answer."""
+"""What the wire, the SDK (while a stream is read) and the decoders raise: translated by the
+adapter. The adapter builds every request argument itself, so a `ValueError` out of a call comes
+from reading the server's answer."""
 
 _FINISH_REASONS: Final = {"function_call": "tool_calls"}
 """Provider finish reasons that the conventions spell differently (the legacy function-call
@@ -202,19 +200,24 @@ class OpenAIChatModel(ChatModel):
                     "max_response_bytes applies to the client the model builds; with client= "
                     "give that client's http_client the limits you want instead"
                 )
-            self._client = self._stream_client = client
+            self._client = client
+            # The wire's policy retries (the client's max_retries times); the SDK retries nothing.
+            quiet = client.with_options(max_retries=0)
+            self._stream_client = quiet
+            self._wire: VendorWire = openai_wire(quiet, None, _COMPLETIONS_PATH, client.max_retries)
             owned = None
-            self._lean: LeanPost | None = None
         else:
-            self._client, self._stream_client, self._lean = _own_clients(settings)
+            self._client, self._stream_client, self._wire = _own_clients(settings)
             owned = (self._client, self._stream_client)
         # Kept only to scrub it out of what the server sends; never printed.
         self._secret = _key_of(self._client)
         self._read = Reader(None if self._secret == _PLACEHOLDER_KEY else self._secret)
-        self._holdings = Holdings(self._secret, owned=owned)
+        self._holdings = Holdings(self._secret, owned=owned, url=str(self._client.base_url))
         # Read once: telemetry needs them on every call, and the SDK's `base_url` property is
         # not free. A client whose base URL is reassigned later needs a new adapter.
         url = self._client.base_url
+        # Shown in every message and repr, its user-info (a credential) blanked out.
+        self._shown_url = redact_url(str(url))
         self._server_address = url.host or None
         self._server_port = (
             url.port if url.port is not None else {"https": 443, "http": 80}.get(url.scheme)
@@ -248,7 +251,7 @@ class OpenAIChatModel(ChatModel):
         return self._server_port
 
     def __repr__(self) -> str:
-        return f"OpenAIChatModel(model_name={self.model_name!r}, base_url={self.base_url!r})"
+        return f"OpenAIChatModel(model_name={self.model_name!r}, base_url={self._shown_url!r})"
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -265,37 +268,26 @@ class OpenAIChatModel(ChatModel):
         params, extra_body = self._request(prompt)
         model = params["model"]
         body = params if extra_body is None else {**params, **extra_body}
-        # The whole call, the SDK's retries included: the SDK's timeout is per read only.
+        # The whole call, retries included: the SDK's timeout is per read only.
         deadline = loop_time() + self._deadlines.total
         try:
-            lean = self._lean
-            if lean is not None:
-                # The SDK's headers, retries and error types on the transport's raw core,
-                # without httpx's client layer (see `_lean_openai`); it keeps the deadline.
-                raw: httpx2.Response | RawResponse = await lean.post(body, deadline=deadline)
-            else:
-                with anyio.CancelScope(deadline=deadline) as scope:
-                    # The SDK's low-level post: its auth headers, retries and error types,
-                    # without its params transform and response models (the adapter builds
-                    # plain JSON and reads the answer itself): about half the SDK's CPU.
-                    raw = await self._client.post(
-                        _COMPLETIONS_PATH, body=body, cast_to=httpx2.Response
-                    )
-                if scope.cancelled_caught:
-                    raise DeadlineExpired
+            # The lean path or the SDK's public post, retried by the wire (see `_vendor`).
+            raw = await self._wire.post(body, deadline=deadline)
             completion: Any = sdk_body(raw)
         except DeadlineExpired:
-            raise call_expired(self._deadlines, model, self.base_url) from None
+            raise call_expired(self._deadlines, model, self._shown_url) from None
+        except StatusError as failure:
+            raise self._status_error(failure.response, model) from None
         except ModelError as error:  # raised by the capped HTTP client
             self._redact(error)
             raise
         except _SDK_ERRORS as exc:
             raise self._model_error(exc, model) from exc
-        if not isinstance(completion, ChatCompletion | _JSONObject):
+        if not isinstance(completion, _JSONObject):
             # The SDK hands back a 200 body it could not read as an object (text without a JSON
             # content type, a JSON list) unchanged: say so, instead of an AttributeError later.
-            raise ModelError(
-                f"{model} at {self.base_url} sent a response that could not be read: "
+            raise ModelResponseError(
+                f"{model} at {self._shown_url} sent a response that could not be read: "
                 f"expected a chat completion object, got {type(completion).__name__}",
                 model_name=model,
             )
@@ -304,7 +296,7 @@ class OpenAIChatModel(ChatModel):
         except UNREADABLE as exc:
             # One place for every value that does not read (see `_stream_items`); the server's
             # address is only worked out here, off the fast path.
-            unreadable = unreadable_error(model, self.base_url, "response", exc)
+            unreadable = unreadable_error(model, self._shown_url, "response", exc)
             self._redact(unreadable)
             raise unreadable from unreadable.__cause__
         except ModelError as error:
@@ -329,19 +321,25 @@ class OpenAIChatModel(ChatModel):
         """
         params, extra_body = self._request(prompt)
         model = params["model"]
-        where = self.base_url
+        where = self._shown_url
         state = _StreamState(self._read)
         pace = Pace(self._deadlines)
         try:
-            with pace.scope() as opening:
-                chunks = await self._stream_client.chat.completions.create(
-                    **params,
-                    extra_body=extra_body,
-                    stream=True,
-                    stream_options={"include_usage": True},
+            try:
+                # Opened by the SDK, retried by the wire's policy, within `total_timeout`.
+                chunks = await self._wire.open(
+                    lambda: self._stream_client.chat.completions.create(
+                        **params,
+                        extra_body=extra_body,
+                        stream=True,
+                        stream_options={"include_usage": True},
+                    ),
+                    deadline=pace.opening_deadline(),
                 )
-            if opening.cancelled_caught:
-                raise pace.expired(model, where)
+            except DeadlineExpired:
+                raise pace.expired(model, where) from None
+            except StatusError as failure:
+                raise self._status_error(failure.response, model) from None
             try:
                 # Each wait for a chunk has its own deadline (the first one's is
                 # `total_timeout`, then `timeout`).
@@ -434,46 +432,52 @@ class OpenAIChatModel(ChatModel):
         return error
 
     def _translated(self, exc: Exception, model: str) -> ModelError:
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, (MalformedResponseError, httpx2.DecodingError)):
+            # The server answered with bytes that are no HTTP/1.1 (or a body that does not
+            # decode): never retried, the same answer would come back.
+            return ModelResponseError(
+                f"{model} at {self._shown_url} sent a response that is not valid HTTP: "
+                f"{self._scrub(str(exc))}",
+                model_name=model,
+            )
+        if isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException)):
             return ModelTimeoutError(
-                f"{model} at {self.base_url} did not answer in time "
+                f"{model} at {self._shown_url} did not answer in time "
                 "(raise timeout=, or check the server's load)",
                 model_name=model,
             )
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
+        if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
+            cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
             detail = f": {self._scrub(str(cause))}" if cause is not None and str(cause) else ""
             return ModelConnectionError(
-                f"could not reach {model} at {self.base_url}{detail}", model_name=model
+                f"could not reach {model} at {self._shown_url}{detail}", model_name=model
             )
-        if isinstance(exc, openai.APIStatusError):
-            response = exc.response
-            return http_error(  # a context overflow becomes its own type, saying what to lower
-                exc.status_code,
-                self._scrub(_decoded_body(exc)),
-                parse_retry_after(response.headers),
-                model_name=model,
-                headers=safe_headers(response.headers),
-            )
-        if isinstance(exc, (openai.OpenAIError, ValueError, RecursionError, OverflowError)):
-            # Anything else the SDK raises (an error event in a stream), and what the decoders
-            # let through: a body that is not JSON, a number past Python's 4,300-digit limit,
-            # bytes that are not UTF-8 inside an event.
-            kind = "" if isinstance(exc, openai.OpenAIError) else f"{type(exc).__name__}: "
+        # Anything else the SDK raises (an error event in a stream), and what the decoders let
+        # through: a body that is not JSON, a number past Python's 4,300-digit limit, bytes
+        # that are not UTF-8 inside an event.
+        if isinstance(exc, openai.OpenAIError):
             return ModelError(
-                f"{model} at {self.base_url} sent a response that could not be read: "
-                f"{kind}{self._scrub(str(exc))}",
+                f"{model} at {self._shown_url} sent a response that could not be read: "
+                f"{self._scrub(str(exc))}",
                 model_name=model,
             )
-        if isinstance(exc, httpx2.TimeoutException):
-            # While a stream is read, the SDK no longer wraps transport errors.
-            return ModelTimeoutError(
-                f"{model} at {self.base_url} stopped sending the stream in time", model_name=model
-            )
-        return ModelConnectionError(
-            f"the connection to {model} at {self.base_url} broke: {self._scrub(str(exc))}",
+        return ModelResponseError(
+            f"{model} at {self._shown_url} sent a response that could not be read: "
+            f"{type(exc).__name__}: {self._scrub(str(exc))}",
             model_name=model,
         )
+
+    def _status_error(self, response: RawResponse, model: str) -> ModelError:
+        """The `ModelHTTPError` of an error status (a context overflow: its own type)."""
+        error = http_error(
+            response.status_code,
+            self._scrub(_decoded_body(response)),
+            parse_retry_after(response.headers),
+            model_name=model,
+            headers=safe_headers(response.headers),
+        )
+        self._redact(error)
+        return error
 
     def _scrub(self, value: Any) -> Any:
         """`value` with the API key blanked out, should a server echo it back."""
@@ -489,13 +493,14 @@ class OpenAIChatModel(ChatModel):
         return value
 
 
-def _own_clients(settings: AdapterSettings) -> tuple[AsyncOpenAI, AsyncOpenAI, LeanPost | None]:
-    """The SDK clients an adapter builds itself (whole responses; streams), and a lean request.
+def _own_clients(settings: AdapterSettings) -> tuple[AsyncOpenAI, AsyncOpenAI, VendorWire]:
+    """The SDK clients an adapter builds itself (whole responses; streams), and the wire.
 
     Both use the SDK's default HTTP client (its limits, timeouts, redirects, proxies, trust
-    store) with bodies capped; whole responses additionally go through the lean keep-alive
-    transport when no proxy applies to the base URL (see `_bounded_transport`), and `call()`
-    calls that transport's raw core with the SDK's headers, retries and errors (`_lean_openai`).
+    store) with bodies capped, and retry nothing themselves (the wire's policy does); whole
+    responses additionally go through the keep-alive core when no proxy applies to the base
+    URL (see `_http._bounded`), and `call()` calls that core with the SDK's headers when the
+    lean path is taken (`_http._vendor_openai`).
     """
     base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
     key = settings.api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -509,26 +514,19 @@ def _own_clients(settings: AdapterSettings) -> tuple[AsyncOpenAI, AsyncOpenAI, L
     timeout = settings.deadlines.timeout
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     cap = settings.max_response_bytes
+    retries = settings.max_retries
     if cap is None:
-        client = AsyncOpenAI(
-            api_key=key, base_url=base_url, max_retries=settings.max_retries, **extra
-        )
-        return client, client, None
+        client = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, **extra)
+        return client, client, openai_wire(client, None, _COMPLETIONS_PATH, retries)
     factory = openai.DefaultAsyncHttpxClient
-    calls, transport = lean_parts(
+    calls, pool = lean_parts(
         factory,
         httpx2.URL(base_url or _OPENAI_URL),
         cap,
-        max_connections=_SDK_LIMITS.max_connections or 1000,
-        keepalive_expiry=_SDK_LIMITS.keepalive_expiry or 5.0,
     )
-    client = AsyncOpenAI(
-        api_key=key, base_url=base_url, max_retries=settings.max_retries, http_client=calls, **extra
-    )
+    client = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, http_client=calls, **extra)
     streams = client.with_options(http_client=bounded_http_client(factory, cap))
-    if transport is None or not eligible(client):
-        return client, streams, None
-    return client, streams, LeanPost(client, transport, _COMPLETIONS_PATH)
+    return client, streams, openai_wire(client, pool, _COMPLETIONS_PATH, retries)
 
 
 def _key_of(client: AsyncOpenAI) -> str | None:
@@ -836,15 +834,11 @@ class _StreamState:
 # -- error mapping -------------------------------------------------------------------------
 
 
-def _decoded_body(exc: openai.APIStatusError) -> Any:
+def _decoded_body(response: RawResponse) -> Any:
     """The whole error body as the server sent it: JSON when it parses, else text."""
-    response = exc.response
-    try:
-        content = response.content
-    except Exception:  # the body was never read (a streamed response): use the SDK's view
-        return exc.body
+    content = response.content
     if not content:
-        return exc.body
+        return None
     try:
         return json.loads(content)
     except (ValueError, RecursionError):  # RecursionError: nested past the decoder

@@ -4,8 +4,8 @@ Measured by `benchmarks/bench_telemetry.py` ("inactive" rows) and
 `benchmarks/bench_chain_overhead.py`: with no SDK installed, a model call through the chain costs
 the same as calling the model directly only because `Telemetry.active()` answers from module
 globals instead of the public getters. This module is the only place that reads OpenTelemetry's
-private globals; `tests/telemetry/test_fastpath.py` pins the opentelemetry-api/sdk versions
-it was checked against, and falls back to the public getters if the names move.
+private globals, and only with the opentelemetry-api series it was checked against
+(`OTEL_GLOBALS`); with another, or should the names move, the public getters are used.
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Final
 
 from opentelemetry import _logs, metrics, trace
 
+from .._measured import FastPath, takes_fast_path
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "OTEL_GLOBALS",
     "PROXY_METER_PROVIDERS",
     "follows_global_logger",
     "follows_global_meter",
@@ -32,9 +35,15 @@ __all__ = [
     "is_no_op_tracer",
 ]
 
-CHECKED_API_VERSIONS: Final = ("1.45",)
-"""The opentelemetry-api releases (major.minor) whose private globals this module was checked
-against; the pinning test fails on another, so the shortcut is looked at again."""
+OTEL_GLOBALS: Final = FastPath(
+    name="the inactive-telemetry check (OpenTelemetry's module globals)",
+    distribution="opentelemetry-api",
+    measured=((1, 45), (1, 46)),
+    benchmark="python -m benchmarks --only bench_telemetry bench_chain_overhead",
+)
+"""The opentelemetry-api series whose private globals this module was checked against."""
+
+_READS_GLOBALS: Final = takes_fast_path(OTEL_GLOBALS)
 
 
 def global_provider_set(
@@ -59,7 +68,9 @@ _NO_OP_TRACER_PROVIDERS: Final = (trace.ProxyTracerProvider, trace.NoOpTracerPro
 # The meter API's module globals and its stand-in for an unset global provider have no public
 # names. Should they move, the public getter is used and only `NoOpMeterProvider` counts as off:
 # metrics are recorded when in doubt, never lost.
-_metrics_api: object = sys.modules.get("opentelemetry.metrics._internal")
+_metrics_api: object = (
+    sys.modules.get("opentelemetry.metrics._internal") if _READS_GLOBALS else None
+)
 PROXY_METER_PROVIDERS: Final[tuple[type[metrics.MeterProvider], ...]] = tuple(
     kind
     for kind in (getattr(_metrics_api, "_ProxyMeterProvider", None),)
@@ -73,7 +84,8 @@ _NO_OP_METER_PROVIDERS: tuple[type[metrics.MeterProvider], ...] = (
 
 # The logs API's module globals have no public names either; its unset global is `None` there and
 # the public getter hands out a `ProxyLoggerProvider`. Should they move, the public getter is used.
-_logs_api: object = sys.modules.get("opentelemetry._logs._internal")
+_logs_api: object = sys.modules.get("opentelemetry._logs._internal") if _READS_GLOBALS else None
+_trace_api: object = trace if _READS_GLOBALS else None
 _PROXY_LOGGER_PROVIDERS: Final[tuple[type[_logs.LoggerProvider], ...]] = tuple(
     kind
     for kind in (getattr(_logs_api, "ProxyLoggerProvider", None),)
@@ -108,7 +120,7 @@ def is_no_op_meter(provider: metrics.MeterProvider | None) -> bool:
 def global_tracer_set() -> bool:
     """Whether a recording global tracer provider is installed (checked on every call)."""
     # `global_provider_set` inlined: this runs on every model call with nothing listening.
-    provider = getattr(trace, "_TRACER_PROVIDER", _MISSING)
+    provider = getattr(_trace_api, "_TRACER_PROVIDER", _MISSING)
     if provider is _MISSING:
         provider = trace.get_tracer_provider()
     return provider is not None and not isinstance(provider, _NO_OP_TRACER_PROVIDERS)

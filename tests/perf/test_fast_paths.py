@@ -1,24 +1,22 @@
-"""The fast paths the benchmarks justify, pinned: each fails loudly when what it relies on moves.
+"""The fast paths the benchmarks justify, pinned (`nox -s perf`, not the suite).
 
+Each fails loudly when what a fast path relies on moves, so that a dependency bump is a perf
+task: outside the measured series the library already runs the public path, and the suite
+(`tests/test_fast_path_gates.py`) shows it answering correctly there.
+
+- Every `jevrefine._measured.FastPath` (the keep-alive core on httpx2, the lean OpenAI and
+  Anthropic requests on the SDKs' private helpers, the JSON codec on pydantic-core, the
+  inactive-telemetry check on OpenTelemetry's globals): the installed version is the measured
+  one, and the private names each reads still exist with the shapes it uses.
 - `CallAdvisorChain.next_call` hands back the next advisor's own coroutine, no wrapper of its own
   (`benchmarks/bench_chain_overhead.py`).
-- The Jev client's keep-alive transport (`jevrefine/_http/_httpx.py`) was measured with one
-  httpx2 series and relies on how httpx2 treats a transport (`benchmarks/bench_judge_client.py`).
-- On asyncio the transport's connections are asyncio protocols, not anyio streams, and read into
-  one 64 KiB scratch; its clock is the loop's (`bench_judge_client.py`, issue 23).
-- `OpenAIChatModel.call`'s lean request (`jevrefine/models/_lean_openai.py`) calls private helpers
-  of one `openai` series for the SDK's headers, retries and errors (`bench_adapter_cpu.py`);
-  `AnthropicChatModel.call`'s (`jevrefine/models/_lean_anthropic.py`) those of one `anthropic`
-  series. Both adapters close the SDK stream's generator (`models/_sdk.close_stream`).
-- `jevrefine._json` encodes and decodes model bodies with one pydantic-core series
-  (`bench_adapter_cpu.py`).
-
-The third, the inactive-telemetry shortcut, belongs to the telemetry module and its tests.
+- On asyncio the core's connections are asyncio protocols, not anyio streams, and read into one
+  64 KiB scratch; its clock is the loop's (`bench_judge_client.py`).
+- Both adapters close the SDK stream's generator (`models/_sdk.close_stream`).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +24,14 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from opentelemetry import _logs, metrics, trace
 
 import jevrefine as jr
-from jevrefine._http import _clock, _connections, _httpx
+from jevrefine._http import _clock, _connections, _httpx, _json, _vendor_anthropic, _vendor_openai
+from jevrefine._measured import FastPath, installed_version, takes_fast_path
 from jevrefine.advisors.chain import CallAdvisorChain
 from jevrefine.client import ChatClientRequest, ChatClientResponse
+from jevrefine.telemetry import _fastpath
 from jevrefine.testing import FunctionModel
 
 
@@ -66,31 +67,32 @@ async def test_next_call_hands_back_the_next_advisors_own_coroutine() -> None:
     assert last.cr_code.co_name != "next_call"
 
 
-def _series(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
+FAST_PATHS: list[FastPath] = [
+    _httpx.HTTPX2_CORE,
+    _vendor_openai.OPENAI_LEAN,
+    _vendor_anthropic.ANTHROPIC_LEAN,
+    _json.PYDANTIC_CORE_JSON,
+    _fastpath.OTEL_GLOBALS,
+]
+"""Every fast path that leans on a dependency, as declared where it is taken."""
 
 
-def _assert_series(
-    package: str, measured: tuple[tuple[int, int], tuple[int, int]], what: str
+@pytest.mark.parametrize("path", FAST_PATHS, ids=lambda p: p.distribution)
+def test_the_installed_dependency_is_the_series_the_fast_path_was_measured_with(
+    path: FastPath,
 ) -> None:
-    installed = importlib.metadata.version(package)
-    low, high = measured
-    assert low <= _series(installed) < high, (
-        f"{package} {installed} is outside {low}..{high} (exclusive), the series {what}"
+    """Promise (perf): the installed version is the one the fast path was measured with, so
+    this run takes it. Outside the series the library runs the public path (the suite's
+    `tests/test_fast_path_gates.py` shows it answering correctly); this says the speed-up is
+    not being had: re-run the benchmark and widen `measured` where the fast path is declared."""
+    installed = installed_version(path.distribution)
+    assert installed is not None
+    assert path.covers(installed), (
+        f"{path.distribution} {installed} is outside {path.measured} (exclusive), the series "
+        f"{path.name} was measured with: check what it relies on (this file's other tests), "
+        f"re-run `{path.benchmark}`, and if it still pays, widen `measured`"
     )
-
-
-def test_httpx2_is_the_series_the_keep_alive_transport_was_measured_with() -> None:
-    """Promise: the transport's speed-up holds for the httpx2 it was measured with; another
-    series may have changed what the transport works around (its pool, its writes)."""
-    _assert_series(
-        "httpx2",
-        _httpx.MEASURED_WITH_HTTPX2,
-        "the Jev keep-alive transport was benchmarked with: re-run `python -m benchmarks --only "
-        "bench_judge_client` against httpx's default transport (http_client=httpx2.AsyncClient()), "
-        "and if the transport still wins, widen MEASURED_WITH_HTTPX2 in jevrefine/_http/_httpx.py",
-    )
+    assert takes_fast_path(path)
 
 
 class _Raising(httpx2.AsyncBaseTransport):
@@ -164,29 +166,12 @@ async def test_on_asyncio_connections_are_protocols_that_read_into_a_bounded_scr
         await server.wait_closed()
 
 
-def test_openai_is_the_series_the_lean_request_was_measured_with() -> None:
-    """Promise: `OpenAIChatModel.call`'s lean request (`models/_lean_openai.py`) calls private
-    helpers of one `openai` series; another may have moved them or changed what they mean."""
-    from jevrefine._http import _vendor_openai as _lean_openai
-
-    _assert_series(
-        "openai",
-        _lean_openai.MEASURED_WITH_OPENAI,
-        "the lean request was written against: check the SDK helpers it calls (this file's "
-        "next test), re-run `python -m benchmarks.bench_adapter_cpu`, then widen "
-        "MEASURED_WITH_OPENAI in jevrefine/models/_lean_openai.py",
-    )
-
-
 _LEAN_HELPERS: dict[str, list[str]] = {
     "_build_headers": ["self", "options", "retries_taken"],
-    "_should_retry": ["self", "response"],
-    "_calculate_retry_timeout": ["self", "remaining_retries", "options", "response_headers"],
-    "_make_status_error_from_response": ["self", "response"],
     "_prepare_url": ["self", "url"],
 }
-"""The private helpers `models/_lean.py` calls on either SDK client (one generator made both),
-with the parameters it passes."""
+"""The private helpers `_http/_vendor.py` calls on either SDK client (one generator made both),
+with the parameters it passes (retries and status errors are the wire's own)."""
 
 
 def _parameters(sdk_class: type, name: str) -> list[str]:
@@ -212,35 +197,12 @@ def test_the_openai_helpers_the_lean_request_calls_keep_their_shape() -> None:
     assert eligible(client)
 
 
-def test_pydantic_core_is_the_series_the_json_codec_was_measured_with() -> None:
-    """Promise: `jevrefine._json` (model bodies in and out) was measured faster than the standard
-    library with one pydantic-core series, and relies on how it writes non-finite floats (`NaN`,
-    `Infinity`, which `_json.dumps` hands to `json.dumps` to refuse)."""
+def test_the_json_codec_relies_on_how_pydantic_core_writes_non_finite_floats() -> None:
+    """Promise: `jevrefine._http._json` relies on how pydantic-core writes non-finite floats
+    (`NaN`, `Infinity`, which `_json.dumps` hands to `json.dumps` to refuse)."""
     import pydantic_core
 
-    from jevrefine._http import _json
-
-    _assert_series(
-        "pydantic-core",
-        _json.MEASURED_WITH_PYDANTIC_CORE,
-        "jevrefine/_json.py was measured with: re-run `python -m benchmarks.bench_adapter_cpu` "
-        "(the OpenAIChatModel.call row), then widen MEASURED_WITH_PYDANTIC_CORE",
-    )
     assert pydantic_core.to_json([float("nan"), float("inf")]) == b"[NaN,Infinity]"
-
-
-def test_anthropic_is_the_series_the_lean_request_was_measured_with() -> None:
-    """Promise: `AnthropicChatModel.call`'s lean request (`models/_lean_anthropic.py`) calls
-    private helpers of one `anthropic` series; another may have moved them or changed them."""
-    from jevrefine._http import _vendor_anthropic as _lean_anthropic
-
-    _assert_series(
-        "anthropic",
-        _lean_anthropic.MEASURED_WITH_ANTHROPIC,
-        "the lean request was written against: check the SDK helpers it calls (this file's "
-        "next test), re-run `python -m benchmarks.bench_adapter_cpu`, then widen "
-        "MEASURED_WITH_ANTHROPIC in jevrefine/models/_lean_anthropic.py",
-    )
 
 
 def test_the_anthropic_helpers_the_lean_request_calls_keep_their_shape() -> None:
@@ -301,3 +263,16 @@ async def test_the_sdk_streams_keep_the_generator_the_adapters_close() -> None:
         await iterator.aclose()
         await stream.close()
         await client.close()
+
+
+def test_the_opentelemetry_private_names_the_telemetry_check_reads_exist() -> None:
+    # The module globals the public getters return, and the meter API's stand-in class.
+    assert hasattr(trace, "_TRACER_PROVIDER")
+    assert _fastpath._metrics_api is not None
+    assert hasattr(_fastpath._metrics_api, "_METER_PROVIDER")
+    assert _fastpath.PROXY_METER_PROVIDERS
+    assert isinstance(metrics.get_meter_provider(), _fastpath.PROXY_METER_PROVIDERS)
+    # The logs API's, for the self-refine loop's `Telemetry.listening()`.
+    assert _fastpath._logs_api is not None
+    assert hasattr(_fastpath._logs_api, "_LOGGER_PROVIDER")
+    assert isinstance(_logs.get_logger_provider(), _fastpath._PROXY_LOGGER_PROVIDERS)
