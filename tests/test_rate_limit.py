@@ -6,19 +6,27 @@ second, answering 429 with `retry-after-ms` past it), through the real adapter a
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
 
 import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 
 import jevrefine as jr
 from jevrefine.exceptions import ModelHTTPError, UserError
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.judge import Judge, noul
 from jevrefine.models.openai import OpenAIChatModel
-from jevrefine.rate_limit import RateLimit, RateLimiter, rate_limited
+from jevrefine.rate_limit import (
+    RateLimit,
+    RateLimiter,
+    RateLimitTimeoutError,
+    rate_limited,
+    usage_tokens,
+)
 from jevrefine.testing import (
     FakeJevServer,
     FakeOpenAIServer,
@@ -229,3 +237,153 @@ async def test_refine_many_refuses_a_limit_of_the_wrong_type() -> None:
     client = jr.ChatClient(FunctionModel(lambda prompt: "ok"))
     with pytest.raises(UserError, match="model_limit"):
         await jr.refine_many(client, ["a"], model_limit=6000)  # type: ignore[arg-type]
+
+
+# -- bounded waits (issue 29, RT-1) -----------------------------------------------------------
+
+
+def _answer(total: object) -> Any:
+    """A result whose usage reports `total` tokens, whatever it is."""
+
+    class Reported:
+        total_tokens = total
+
+    class Result:
+        usage = Reported()
+
+    return Result()
+
+
+async def _answered() -> Any:
+    return _answer(10**12)
+
+
+async def test_one_usage_figure_of_a_trillion_tokens_costs_at_most_one_bucket() -> None:
+    """The issue's repro: before the fix the second `run` slept ~10^9 s."""
+    limiter = RateLimiter(RateLimit(tokens_per_minute=60_000))  # a bucket: 1,000 tokens
+    await limiter.run(_answered, tokens=1000, used=usage_tokens)  # the bucket was full
+    # The debt is one bucket (a second): a call that may wait 0.5 s is refused at once...
+    with anyio.fail_after(0.5), pytest.raises(RateLimitTimeoutError):
+        await limiter.acquire(10)
+    # ...and one that may wait for a few seconds is admitted.
+    with anyio.fail_after(5):
+        await limiter.run(_answered, tokens=10, used=usage_tokens)
+
+
+async def test_a_turn_past_the_callers_deadline_is_refused_at_once_naming_the_limit() -> None:
+    limiter = RateLimiter(RateLimit(requests_per_minute=60))  # one call a second
+    await limiter.acquire()
+    with anyio.fail_after(0.2), pytest.raises(RateLimitTimeoutError) as refused:
+        await limiter.acquire()  # its turn is a second away
+    # Raised by the limiter before sleeping, not by fail_after's cancellation at 0.2 s.
+    error = refused.value
+    assert "the model rate limit (requests_per_minute=60)" in str(error)
+    assert "past its deadline" in str(error)
+    assert error.wait > error.remaining
+    assert isinstance(error, TimeoutError)  # what the caller's fail_after would have raised
+    assert error.is_transient
+    # The refused caller took nothing: the next one gets the same turn.
+    with anyio.fail_after(0.2), pytest.raises(RateLimitTimeoutError) as again:
+        await limiter.acquire()
+    assert again.value.wait <= error.wait
+
+
+async def test_a_429_pause_longer_than_the_deadline_is_refused_at_once() -> None:
+    limiter = RateLimiter(RateLimit(), name="judge")
+    await limiter.acquire()
+    limiter.throttled(30.0)
+    with anyio.fail_after(1), pytest.raises(RateLimitTimeoutError, match="paused after a 429"):
+        await limiter.acquire()
+
+
+async def test_a_long_wait_holds_no_lock_over_the_callers_behind_it() -> None:
+    """A caller booked far ahead does not keep the next one from being refused at once (the
+    old limiter slept holding its lock: the next caller could only time out behind it)."""
+    limiter = RateLimiter(RateLimit(tokens_per_minute=60_000))
+    await limiter.acquire(1000)  # the bucket is empty
+    refused: list[BaseException] = []
+
+    async def impatient() -> None:
+        try:
+            with anyio.fail_after(0.5):
+                await limiter.acquire(10)
+        except TimeoutError as exc:
+            refused.append(exc)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(limiter.acquire, 50_000)  # its turn: ~50 s away
+        await wait_all_tasks_blocked()
+        group.start_soon(impatient)
+        await wait_all_tasks_blocked()
+        group.cancel_scope.cancel()
+    assert [type(e) for e in refused] == [RateLimitTimeoutError]
+
+
+async def test_callers_cancelled_while_waiting_give_their_turns_back() -> None:
+    limiter = RateLimiter(RateLimit(requests_per_minute=60))
+    await limiter.acquire()
+    async with anyio.create_task_group() as group:
+        for _ in range(5):  # booked 1, 2, 3, 4 and 5 s ahead
+            group.start_soon(limiter.acquire)
+        await wait_all_tasks_blocked()
+        group.cancel_scope.cancel()
+    # Nothing of the five turns is left: the next caller's turn is the first one, a second
+    # away (were they kept, it would be six seconds away, and refused here at once).
+    with anyio.fail_after(3):
+        await limiter.acquire()
+
+
+HOSTILE_FIGURES = [-(10**12), -1, 1.5, math.nan, math.inf, "1000", True, 10**400, [1]]
+
+
+@pytest.mark.parametrize("figure", HOSTILE_FIGURES, ids=lambda figure: repr(figure)[:12])
+async def test_a_figure_that_is_no_count_is_ignored_and_logged_once(
+    figure: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    limiter = RateLimiter(RateLimit(tokens_per_minute=60_000))
+    for _ in range(3):
+        with anyio.fail_after(5):  # whatever the figure, the debt stays within one bucket
+            await limiter.run(
+                lambda: _async(_answer(figure)),
+                tokens=10,
+                used=usage_tokens,
+                server=lambda: "the test server",
+            )
+    assert limiter.implausible_usage == 3
+    warnings = [r for r in caplog.records if r.name == "jevrefine.rate_limit"]
+    assert len(warnings) == 1
+    assert warnings[0].levelno == logging.WARNING
+    assert warnings[0].getMessage().startswith("the test server reported usage of ")
+
+
+async def test_a_negative_figure_refunds_nothing() -> None:
+    """-10^12 would otherwise fill the bucket for good (a credit as unbounded as the debt)."""
+    limiter = RateLimiter(RateLimit(tokens_per_minute=60_000))
+    await limiter.run(lambda: _async(_answer(-(10**12))), tokens=1000, used=usage_tokens)
+    with anyio.fail_after(0.3), pytest.raises(RateLimitTimeoutError):
+        await limiter.acquire(1000)  # still waits for the 1,000 the first call was charged
+
+
+async def test_a_function_model_reporting_hostile_usage_in_a_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same through `refine_many`: a model whose `Usage` says -5 input tokens."""
+
+    def answer(prompt: jr.Prompt) -> jr.ChatResponse:
+        return jr.ChatResponse(
+            (jr.Generation(jr.AssistantMessage("ok")),),
+            jr.ChatResponseMetadata(usage=jr.Usage(input_tokens=-(10**12), output_tokens=3)),
+        )
+
+    client = jr.ChatClient(FunctionModel(answer, model_name="negative"))
+    limiter = RateLimiter(RateLimit(tokens_per_minute=60_000))
+    with anyio.fail_after(10):
+        results = await jr.refine_many(client, ["a", "b", "c"], model_limit=limiter)
+    assert all(r.ok for r in results)
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "jevrefine.rate_limit"]
+    assert "the function model 'negative' at an in-process server" in warning
+    assert "a negative count" in warning
+
+
+async def _async(value: Any) -> Any:
+    return value

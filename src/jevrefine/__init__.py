@@ -73,6 +73,7 @@ from .messages import UserMessage as UserMessage
 from .models.base import ChatModel as ChatModel
 from .rate_limit import RateLimit as RateLimit
 from .rate_limit import RateLimiter as RateLimiter
+from .rate_limit import RateLimitTimeoutError as RateLimitTimeoutError
 from .retrieval import Document as Document
 from .retrieval import Retriever as Retriever
 from .retrieval import SqliteFtsRetriever as SqliteFtsRetriever
@@ -126,6 +127,7 @@ __all__ = [
     "Prompt",
     "PromptSpec",
     "RateLimit",
+    "RateLimitTimeoutError",
     "RateLimiter",
     "RecordingToolCallback",
     "RefineReport",

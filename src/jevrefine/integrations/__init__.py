@@ -14,7 +14,9 @@ Streaming: `GET /refine/stream?prompt=...` serves `spec.stream_events()` as Serv
 with the named events `delta` (`{"attempt", "text"}`), `judged` (`{"attempt", "passed",
 "summary"}`), `rejected` (`{"attempt", "feedback"}`), `done` (a `RefineResponse`) and, when
 the refinement fails after the stream began, `failed` (`{"error"}`). `stream_page(path)` is the
-page that renders it live (one HTML document, nothing loaded from elsewhere).
+page that renders it live (one HTML document, nothing loaded from elsewhere). A stream client
+that stops reading is dropped after `send_timeout` seconds of a send waiting for it
+(`DEFAULT_SEND_TIMEOUT`, 30 s), which releases the model's stream.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ._common import RefineResponse as RefineResponse
 from ._common import incoming_context as incoming_context
 from ._common import refine_one as refine_one
 from ._common import response_body as response_body
+from ._sse import DEFAULT_SEND_TIMEOUT as DEFAULT_SEND_TIMEOUT
 from ._sse import event_frames as event_frames
 from ._sse import open_event_stream as open_event_stream
 from ._sse import sse_frame as sse_frame
@@ -32,6 +35,7 @@ from ._sse import stream_page as stream_page
 from ._sse import stream_request as stream_request
 
 __all__ = [
+    "DEFAULT_SEND_TIMEOUT",
     "ClientDisconnectedError",
     "RefineRequest",
     "RefineResponse",

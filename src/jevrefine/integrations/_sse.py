@@ -13,6 +13,14 @@ Both web integrations serve the same stream: `GET {path}?prompt=...[&system=...]
 
 A failure before the first event (a bad query, a chain that cannot stream) is an HTTP error
 instead (400, or 502 for the model or judge), as for the refine endpoint.
+
+A client that stops reading while it keeps its connection would otherwise hold the refinement,
+and the model's stream under it, for as long as it stays: the server's next send waits for room
+that never comes. So each send has `send_timeout` seconds (`DEFAULT_SEND_TIMEOUT`, 30 s); past
+it the client is given up on: the frames are closed, which closes the model's stream and cancels
+any judging call, a WARNING is logged on `jevrefine.integrations`, and the connection is closed.
+A slow refinement is no slow client: only a send that cannot proceed is timed, never the wait
+for the next event.
 """
 
 from __future__ import annotations
@@ -21,22 +29,29 @@ import base64
 import hashlib
 import html
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+import logging
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
+import anyio
 import pydantic
 
+from .. import _validate
 from ..client import ChatClient, PromptSpec
 from ..exceptions import JevrefineError
 from ..streaming import AttemptJudged, AttemptRejected, Completed, StreamEvent, TextDelta
 from ._common import RefineRequest, error_reply, incoming_context, response_body
 
 __all__ = [
+    "DEFAULT_SEND_TIMEOUT",
     "EVENT_STREAM",
     "SSE_HEADERS",
     "begin_stream",
+    "checked_send_timeout",
+    "close_frames",
     "event_frames",
     "invalid_body_message",
+    "log_stalled_client",
     "open_event_stream",
     "sse_frame",
     "stream_page",
@@ -47,6 +62,45 @@ EVENT_STREAM: Final = "text/event-stream"
 """The media type of an SSE response."""
 # No proxy or browser may keep or transform a live stream.
 SSE_HEADERS: Final = {"cache-control": "no-store", "x-accel-buffering": "no"}
+DEFAULT_SEND_TIMEOUT: Final = 30.0
+"""Seconds one send to a stream's client may wait for room (the client reads nothing) before
+the stream is closed and its model stream released."""
+_CLOSE_BOUND: Final = 10.0
+"""Seconds closing a stream's frames may take, even in a cancelled scope."""
+
+_log = logging.getLogger("jevrefine.integrations")
+
+
+def checked_send_timeout(value: object) -> float:
+    """`send_timeout` as given to a stream endpoint: a positive number of seconds.
+
+    Raises:
+        UserError: anything else (`None` too: a stream's sends are always bounded).
+    """
+    return _validate.number(
+        "send_timeout", value, above=0, unit="seconds", example=DEFAULT_SEND_TIMEOUT
+    )
+
+
+def log_stalled_client(send_timeout: float) -> None:
+    """Say that a stream was given up on because its client stopped reading."""
+    _log.warning(
+        "a client of the event stream stopped reading (nothing could be sent to it for %g s, "
+        "the send_timeout): the stream is closed and its refinement cancelled",
+        send_timeout,
+    )
+
+
+async def close_frames(frames: AsyncIterable[Any]) -> None:
+    """Close a stream's frames, and so the model's stream under them.
+
+    Also when the caller is being cancelled (a client gone, a server shutting down): shielded,
+    and bounded.
+    """
+    aclose = getattr(frames, "aclose", None)
+    if aclose is not None:
+        with anyio.move_on_after(_CLOSE_BOUND, shield=True):
+            await aclose()
 
 
 def stream_request(query: Mapping[str, str]) -> RefineRequest:

@@ -22,7 +22,9 @@ stops it.
 
 `add_stream_routes` serves `spec.stream_events()` as Server-Sent Events (`GET
 /refine/stream?prompt=`, events `delta`, `judged`, `rejected`, `done`; see
-`jevrefine.integrations`) and the page that renders them (`GET /`).
+`jevrefine.integrations`) and the page that renders them (`GET /`). A stream client that stops
+reading is dropped after `send_timeout` (30 s by default) of a send waiting for it, which
+releases the model's stream.
 """
 
 from __future__ import annotations
@@ -30,12 +32,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
+import anyio
 import pydantic
 
 from ..client import ChatClient
 from ..exceptions import JevrefineError
 from ._common import RefineRequest, error_reply, refine_one
-from ._sse import EVENT_STREAM, SSE_HEADERS, begin_stream, stream_page
+from ._sse import (
+    DEFAULT_SEND_TIMEOUT,
+    EVENT_STREAM,
+    SSE_HEADERS,
+    begin_stream,
+    checked_send_timeout,
+    close_frames,
+    log_stalled_client,
+    stream_page,
+)
 
 try:
     from aiohttp import web
@@ -92,7 +104,9 @@ def add_refine_route(
     app.router.add_post(path, refine_handler(client_key))
 
 
-def stream_handler(client_key: web.AppKey[ChatClient]) -> StreamHandler:
+def stream_handler(
+    client_key: web.AppKey[ChatClient], *, send_timeout: float = DEFAULT_SEND_TIMEOUT
+) -> StreamHandler:
     """A handler for `GET ?prompt=...`: the refinement's events as Server-Sent Events.
 
     The client is `request.app[client_key]`; its self-refine advisor needs `stream_mode="live"`
@@ -100,7 +114,15 @@ def stream_handler(client_key: web.AppKey[ChatClient]) -> StreamHandler:
     jevrefine error then a 502; once the stream has begun, a failure is its last event
     (`failed`). Serve with `handler_cancellation=True`: a client that goes away then cancels
     the handler, which closes the model's stream and cancels any judging call.
+
+    A client that keeps its connection but stops reading makes a write wait for room that never
+    comes: after `send_timeout` seconds of that (`DEFAULT_SEND_TIMEOUT`, 30 s) the stream is
+    closed (the model's stream with it), a WARNING is logged and the connection is dropped.
+
+    Raises:
+        UserError: `send_timeout` is not a positive number of seconds.
     """
+    send_timeout = checked_send_timeout(send_timeout)
 
     async def stream(request: web.Request) -> web.StreamResponse:
         frames = await begin_stream(lambda: request.app[client_key], request.query, request.headers)
@@ -108,14 +130,24 @@ def stream_handler(client_key: web.AppKey[ChatClient]) -> StreamHandler:
             status, message = frames
             return web.json_response({"error": message}, status=status)
         response = web.StreamResponse(headers={"content-type": EVENT_STREAM, **SSE_HEADERS})
+        stalled = False
         try:
             await response.prepare(request)
             async for frame in frames:
-                await response.write(frame)
+                with anyio.move_on_after(send_timeout) as waited:
+                    await response.write(frame)
+                if waited.cancelled_caught:
+                    stalled = True
+                    break
         except ConnectionResetError:
             pass  # gone without handler_cancellation: noticed at this write, stopped here
         finally:
-            await frames.aclose()
+            await close_frames(frames)
+        if stalled:
+            log_stalled_client(send_timeout)
+            # Dropped, not closed: a close would wait to flush bytes the client never reads.
+            if request.transport is not None:
+                request.transport.abort()
         return response
 
     return stream
@@ -127,9 +159,16 @@ def add_stream_routes(
     *,
     path: str = "/refine/stream",
     page_path: str | None = "/",
+    send_timeout: float = DEFAULT_SEND_TIMEOUT,
 ) -> None:
-    """Add `GET {path}` (the event stream) and, unless `page_path` is None, the page."""
-    app.router.add_get(path, stream_handler(client_key))
+    """Add `GET {path}` (the event stream) and, unless `page_path` is None, the page.
+
+    `send_timeout`: see `stream_handler`.
+
+    Raises:
+        UserError: `send_timeout` is not a positive number of seconds.
+    """
+    app.router.add_get(path, stream_handler(client_key, send_timeout=send_timeout))
     if page_path is not None:
         page = stream_page(path)
 
