@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import sys
 from contextlib import AsyncExitStack
@@ -20,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
+from ..evals._bounded import DEFAULT_CHECK_TIMEOUT
 from ..exceptions import JevrefineError, UserError
 from ..messages import ChatOptions
 from ._config import CliConfig, ConfigError, JudgeSection, open_models
@@ -79,9 +81,26 @@ def add_eval_command(commands: Any) -> None:
     parser.add_argument(
         "--restart", action="store_true", help="overwrite --out instead of resuming it"
     )
+    parser.add_argument(
+        "--check-timeout",
+        type=_seconds,
+        default=DEFAULT_CHECK_TIMEOUT,
+        help="seconds one check of one answer may take (a regex, a JSON schema, a python "
+        f"function; default {DEFAULT_CHECK_TIMEOUT:g}): past it the assertion fails",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _model_flags(parser)
     limit_flags(parser)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -255,6 +274,7 @@ class _Eval:
                 max_repeat_attempts=self.config.refine.max_repeat_attempts,
                 concurrency=self._concurrency(),
                 on_result=on_result,
+                check_timeout=self.args.check_timeout,
             )
 
     def _concurrency(self) -> int:
