@@ -239,11 +239,11 @@ def _reason(exc: BaseException) -> str:
 
 
 def fenced_body(text: str) -> str | None:
-    """The text inside the first Markdown code fence of `text` (```` ```json ... ``` ````, with or
-    without a language), stripped; `None` when `text` has no fence.
+    """The text inside the first Markdown code fence of `text`, stripped; `None` if none.
 
-    The one fence reader of the package: the structured-output parser and the evals' `is-json`
-    with `"fence": "allow"` both use it.
+    A fence is three backticks, an optional language (`json`), the body, three backticks. This
+    is the one fence reader of the package: the structured-output parser and the evals'
+    `is-json` with `"fence": "allow"` both use it.
     """
     fence = _FENCE.search(text)
     return None if fence is None else fence.group(1).strip()

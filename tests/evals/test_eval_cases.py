@@ -181,12 +181,21 @@ def test_python_references_are_checked_at_load_and_imported_at_first_use(
     )
     (case,) = load_cases(path)
     assert case.assertions[0].python_function()("x", {}) == 1
-    (tmp_path / "raises.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "raises.py").write_text(
+        "raise RuntimeError('boom at import')\n\ndef f(output, context):\n    return True\n"
+    )
     bad = write_cases(
         tmp_path / "d.jsonl",
         [{"input": "q", "assert": [{"type": "python", "value": "raises.py:f"}]}],
     )
-    (loaded,) = load_cases(bad)  # nothing of raises.py ran
+    (loaded,) = load_cases(bad)  # read with ast: nothing of raises.py ran
+    with pytest.raises(CaseFileError, match=r"raises\.py defines no function 'g'"):
+        load_cases(
+            write_cases(
+                tmp_path / "e.jsonl",
+                [{"input": "q", "assert": [{"type": "python", "value": "raises.py:g"}]}],
+            )
+        )
     with pytest.raises(UserError, match="RuntimeError: boom at import"):
         loaded.assertions[0].python_function()
 

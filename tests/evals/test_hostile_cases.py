@@ -81,16 +81,47 @@ def defined_here(output, context):
 """
 
 
-@pytest.mark.parametrize("name", ["imported", "Check", "partial", "instance", "missing"])
+@pytest.mark.parametrize(
+    ("name", "at_load"),
+    [
+        ("imported", "is imported into checks.py from elsewhere"),
+        ("Check", "is a class in checks.py"),
+        ("missing", "checks.py defines no function 'missing'"),
+        ("partial", None),  # an assignment: only importing tells what it is
+        ("instance", None),
+    ],
+)
 async def test_a_python_check_must_be_a_function_defined_in_its_module(
-    tmp_path: Path, name: str
+    tmp_path: Path, name: str, at_load: str | None
 ) -> None:
     (tmp_path / "checks.py").write_text(CHECKS)
-    case = one_case(tmp_path, {"type": "python", "value": f"checks.py:{name}"})
-    with pytest.raises(UserError, match="must be a function defined in that module"):
-        await score_answer(case, "answer", None)
+    assertion = {"type": "python", "value": f"checks.py:{name}"}
+    if at_load is not None:
+        # Read from the source with ast: refused before anything of checks.py runs.
+        with pytest.raises(CaseFileError, match=at_load):
+            one_case(tmp_path, assertion)
+    else:
+        case = one_case(tmp_path, assertion)
+        with pytest.raises(UserError, match="must be a function defined in that module"):
+            await score_answer(case, "answer", None)
     good = one_case(tmp_path, {"type": "python", "value": "checks.py:defined_here"})
     assert (await score_answer(good, "answer", None)).passed
+
+
+def test_a_module_check_is_read_without_importing_its_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "my_checks_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise RuntimeError('the package ran')\n")
+    (package / "rules.py").write_text("def ok(output, context):\n    return True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    one_case(tmp_path, {"type": "python", "value": "my_checks_pkg.rules:ok"})  # nothing ran
+    with pytest.raises(CaseFileError, match=r"rules\.py defines no function 'nope'"):
+        one_case(tmp_path, {"type": "python", "value": "my_checks_pkg.rules:nope"})
+    (package / "broken.py").write_text("def f(:\n")
+    with pytest.raises(CaseFileError, match=r"broken\.py does not parse \(line 1\)"):
+        one_case(tmp_path, {"type": "python", "value": "my_checks_pkg.broken:f"})
 
 
 @pytest.mark.parametrize(

@@ -373,3 +373,40 @@ def test_a_misplaced_fence_option_is_a_case_file_error(
 async def test_score_answer_runs_its_checks_in_a_worker_of_its_own(tmp_path: Path) -> None:
     case = one_case(tmp_path, {"type": "regex", "value": r"\d+"})
     assert (await score_answer(case, "no digits", None)).failed == [0]
+
+
+SLOW_CHECKS = """
+import time
+
+import anyio
+
+
+def stuck(output, context):
+    time.sleep(3600)
+
+
+async def stuck_async(output, context):
+    await anyio.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("name", ["stuck", "stuck_async"])
+async def test_a_python_check_past_the_bound_fails_and_the_run_goes_on(
+    tmp_path: Path, name: str
+) -> None:
+    (tmp_path / "slow_checks.py").write_text(SLOW_CHECKS)
+    check = {"type": "python", "value": f"slow_checks.py:{name}"}
+    path = write_cases(
+        tmp_path / "c.jsonl",
+        [
+            {"id": "slow", "input": "q", "assert": [check]},
+            {"id": "fine", "input": "f", "assert": [{"type": "contains", "value": "ok"}]},
+        ],
+    )  # fmt: skip
+    with anyio.fail_after(60):  # before: a sync check that never returns froze the loop for good
+        report = await evals.evaluate(
+            load_cases(path), ChatClient(by_input({})), judge="none", check_timeout=0.5
+        )
+    slow, fine = report.to_dict()["results"]
+    assert (slow["error"], slow["passed_final"], fine["passed_final"]) == (None, False, True)
+    assert slow["attempts"][0]["failed_assertions"] == [0]

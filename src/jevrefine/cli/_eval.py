@@ -300,7 +300,8 @@ class _Eval:
         self.args = args
         self.config = config
         self.cases = cases
-        self.progress = _Progress(config.refine.max_repeat_attempts + 1)
+        most = 1 if args.eval_judge == "none" else config.refine.max_repeat_attempts + 1
+        self.progress = _Progress(most)
         setup = self._setup()
         self.fingerprints = {case.id: case_fingerprint(case, setup) for case in cases}
         self.bar: Bar | None = None

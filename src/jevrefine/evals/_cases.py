@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
-import inspect
 import json
 import math
 import os
 import re
-import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +14,7 @@ from typing import Any, Final
 
 from ..exceptions import UserError
 from ..structured import strict_json_loads
+from ._python_refs import PythonReference, parse_reference
 from ._schemas import schema_problem
 
 __all__ = ["ASSERTION_TYPES", "Assertion", "Case", "CaseFileError", "load_cases"]
@@ -44,8 +39,6 @@ ASSERTION_TYPES: Final = (
 _CASE_KEYS: Final = ("id", "input", "system", "expected", "assert", "metadata")
 _ASSERTION_KEYS: Final = ("type", "value", "threshold", "weight", "fence")
 _FENCE_VALUES: Final = ("allow", "forbid")
-_IDENTIFIER: Final = re.compile(r"[^\W\d]\w*")
-_MODULE: Final = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
 _ROLES: Final = ("system", "user", "assistant")
 
 
@@ -134,74 +127,6 @@ class Assertion:
         if self.reference is None:
             raise UserError(f"assertion {self.index} ({self.type}) has no python function")
         return self.reference.load()
-
-
-class PythonReference:
-    """A `python` assertion's `module:function` or `file.py:function`, checked but not imported.
-
-    `load_cases` checks the form, that a file is a file inside the case file's folder and that a
-    module exists, all without running any of its code: a case file is code, and nothing of it
-    runs before an answer is checked (a resume with nothing left to run runs none of it). The
-    first `load()` imports it; the result (or the error) is kept.
-    """
-
-    __slots__ = ("_error", "_function", "_lock", "file", "module", "name", "text")
-
-    def __init__(self, text: str, *, module: str, name: str, file: Path | None) -> None:
-        self.text = text
-        """The reference as written."""
-        self.module = module
-        """The module name (for a file: the name it is imported under)."""
-        self.name = name
-        """The function's name."""
-        self.file = file
-        """The resolved `.py` file, or `None` for an importable module."""
-        self._function: Callable[..., Any] | None = None
-        self._error: str | None = None
-        self._lock = threading.Lock()  # sync checks run in threads: import once
-
-    def load(self) -> Callable[..., Any]:
-        """Import the module (the first time) and return its function.
-
-        Raises:
-            UserError: the module does not import, or the name is no function defined in it
-                (a builtin, a class, a `functools.partial`, a function imported from elsewhere).
-        """
-        with self._lock:
-            if self._function is None and self._error is None:
-                try:
-                    self._function = self._import()
-                except UserError as exc:
-                    self._error = str(exc)
-            if self._error is not None:
-                raise UserError(self._error)
-            assert self._function is not None
-            return self._function
-
-    def _import(self) -> Callable[..., Any]:
-        try:
-            if self.file is not None:
-                spec = importlib.util.spec_from_file_location(self.module, self.file)
-                if spec is None or spec.loader is None:
-                    raise FileNotFoundError(f"no file {str(self.file)!r}")
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-            else:
-                module = importlib.import_module(self.module)
-        except Exception as exc:
-            raise UserError(
-                f"python reference {self.text!r}: cannot import it ({type(exc).__name__}: {exc})"[
-                    :400
-                ]
-            ) from None
-        function = getattr(module, self.name, None)
-        if not inspect.isfunction(function) or function.__module__ != module.__name__:
-            got = "nothing" if function is None else type(function).__name__
-            raise UserError(
-                f"python reference {self.text!r}: {self.name!r} must be a function defined in "
-                f"that module (def {self.name}(output, context): ...), got {got}"
-            )
-        return function
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,68 +463,10 @@ def _schema(where: _Where, index: int, value: Any) -> Mapping[str, Any]:
 def _python_reference(
     where: _Where, index: int, reference: str, source: Path, allow_outside: bool
 ) -> PythonReference:
-    """Check a `python` reference's form and target without importing (running) anything."""
-    module_name, _, name = reference.rpartition(":")
-    if not _IDENTIFIER.fullmatch(name):
-        raise where.error(
-            f"python reference {reference!r}: {name!r} is not a function name; write "
-            "module:function or file.py:function",
-            index,
-        )
-    if module_name.endswith(".py"):
-        return _file_reference(where, index, reference, source, allow_outside)
-    if not _MODULE.fullmatch(module_name):
-        raise where.error(
-            f"python reference {reference!r}: {module_name!r} is not a module name; write "
-            "module:function, or file.py:function with a path relative to the case file",
-            index,
-        )
-    top = module_name.partition(".")[0]
-    if top in sys.stdlib_module_names or top == "builtins":
-        raise where.error(
-            f"python reference {reference!r}: a check is a function of your own, not one of "
-            f"the standard library's ({top}); write it in your module or beside the case file",
-            index,
-        )
     try:
-        # The top-level name only: finding a submodule would import (run) its package.
-        found = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
-        raise where.error(
-            f"python reference {reference!r}: no module {top!r} can be imported; install it, "
-            "or write file.py:function with a path relative to the case file",
-            index,
-        )
-    return PythonReference(reference, module=module_name, name=name, file=None)
-
-
-def _file_reference(
-    where: _Where, index: int, reference: str, source: Path, allow_outside: bool
-) -> PythonReference:
-    module_name, _, name = reference.rpartition(":")
-    folder = source.parent.resolve()
-    # Relative to the case file (as promptfoo resolves them); symlinks resolved before the check.
-    file = (folder / module_name).resolve()
-    if not allow_outside and not file.is_relative_to(folder):
-        raise where.error(
-            f"python reference {reference!r}: {str(file)!r} is outside the case file's folder "
-            f"{str(folder)!r}; move the file beside the case file, or pass "
-            "--allow-python-outside (allow_python_outside=True) if you trust it",
-            index,
-        )
-    if not file.is_file():
-        raise where.error(
-            f"python reference {reference!r}: no file {str(file)!r}; write file.py:function "
-            "with a path relative to the case file",
-            index,
-        )
-    # One module name per file path: two checks.py in two folders never share a module.
-    digest = hashlib.sha256(str(file).encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    stem = re.sub(r"\W", "_", file.stem)
-    module = f"_jevrefine_eval_{stem}_{digest}"
-    return PythonReference(reference, module=module, name=name, file=file)
+        return parse_reference(reference, source.parent, allow_outside=allow_outside)
+    except ValueError as exc:
+        raise where.error(f"python reference {reference!r}: {exc}", index) from None
 
 
 def word_count(text: str) -> int:
