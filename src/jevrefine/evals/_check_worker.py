@@ -105,8 +105,9 @@ def main() -> None:
     out = sys.stdout
     out.write(READY + "\n")
     out.flush()
-    for line in sys.stdin:
-        out.write(json.dumps(_answer(line)) + "\n")
+    # Bytes, split on "\n" alone (a text stream would split on "\r" too).
+    for line in sys.stdin.buffer:
+        out.write(json.dumps(_answer(line.decode("ascii", "replace"))) + "\n")
         out.flush()
 
 
