@@ -41,7 +41,8 @@ def write_jsonl(path: Path, rows: list[Any], *, extra_lines: tuple[str, ...] = (
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The rows of a JSONL output file."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # "\n" only: a U+2028 inside a JSON string is text, not a line break.
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
 async def run_cli(*argv: str) -> int:

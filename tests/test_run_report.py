@@ -140,5 +140,5 @@ async def test_a_report_path_that_cannot_work_stops_before_any_model_call(
     assert (code, asked) == (2, 0)
     err = capsys.readouterr().err
     assert "--report" in err
-    assert "does not exist" in err or "would overwrite" in err
+    assert "does not exist" in err or "is the same file as" in err
     assert source.read_text(encoding="utf-8") == '{"prompt": "one"}\n'

@@ -238,6 +238,33 @@ def _reason(exc: BaseException) -> str:
     return ""
 
 
+def fenced_body(text: str) -> str | None:
+    """The text inside the first Markdown code fence of `text`, stripped; `None` if none.
+
+    A fence is three backticks, an optional language (`json`), the body, three backticks. This
+    is the one fence reader of the package: the structured-output parser and the evals'
+    `is-json` with `"fence": "allow"` both use it.
+    """
+    fence = _FENCE.search(text)
+    return None if fence is None else fence.group(1).strip()
+
+
+def strict_json_loads(text: str) -> Any:
+    """`json.loads` as JSON itself reads numbers (`JSON.parse`): no NaN, no Infinity.
+
+    Raises:
+        ValueError: not JSON, a NaN / Infinity / -Infinity, a float past the range of a double,
+            or a number of more than 4,300 digits (`json.JSONDecodeError` for the syntax).
+        RecursionError: nested past the decoder's limit.
+    """
+    return _loads(text)
+
+
+def strict_json_decoder() -> json.JSONDecoder:
+    """A `json.JSONDecoder` that refuses what `strict_json_loads` refuses (for `raw_decode`)."""
+    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def _decode_json(text: str) -> Any:
     stripped = text.strip()
     try:
@@ -246,9 +273,9 @@ def _decode_json(text: str) -> Any:
         raise  # the same value would be found again inside a fence or prose
     except ValueError:
         pass
-    fence = _FENCE.search(stripped)
-    if fence:
-        return _loads(fence.group(1).strip())
+    body = fenced_body(stripped)
+    if body is not None:
+        return _loads(body)
     # Prose around one JSON value: take the outermost object or array.
     starts = [i for i in (stripped.find("{"), stripped.find("[")) if i >= 0]
     if not starts:

@@ -184,7 +184,7 @@ def test_a_bad_case_file_exits_2_before_any_model(
     assert cli.main(["eval", str(tmp_path / "missing.jsonl")]) == 2
     good = write_cases(tmp_path / "good.jsonl", [{"input": "q", "assert": [SHORT]}])
     assert cli.main(["eval", str(good), "--out", str(good), "--provider", "openai"]) == 2
-    assert "is the case file" in capsys.readouterr().err
+    assert "is the same file as the case file" in capsys.readouterr().err
 
 
 def test_the_local_model_gets_a_max_tokens_default() -> None:

@@ -10,6 +10,7 @@ import pytest
 from evals_support import Grader, one_case
 
 from jevrefine.evals._asserts import check_code, score_answer
+from jevrefine.evals._bounded import CheckWorker
 from jevrefine.exceptions import UserError
 
 HUGE = "word " * 200_000  # a 1 MB answer
@@ -67,14 +68,15 @@ CASES: list[tuple[str, Any, str, bool, str]] = [
 
 
 @pytest.mark.parametrize(("kind", "value", "answer", "passes", "defect"), CASES)
-def test_code_assertions(
+async def test_code_assertions(
     tmp_path: Path, kind: str, value: Any, answer: str, passes: bool, defect: str
 ) -> None:
     entry: dict[str, Any] = {"type": kind}
     if value is not None:
         entry["value"] = value
     case = one_case(tmp_path, entry, {**entry, "type": "not-" + kind})
-    plain, negated = (check_code(a, answer) for a in case.assertions)
+    async with CheckWorker() as worker:
+        plain, negated = [await check_code(a, answer, worker) for a in case.assertions]
     assert plain.passed is passes
     assert negated.passed is not passes  # not- is the exact complement
     failed = negated if passes else plain
@@ -86,9 +88,9 @@ def test_code_assertions(
         assert "must not" in negated.defect or "must contain none" in negated.defect
 
 
-def test_defects_quote_long_values_briefly(tmp_path: Path) -> None:
+async def test_defects_quote_long_values_briefly(tmp_path: Path) -> None:
     case = one_case(tmp_path, {"type": "equals", "value": "short"})
-    result = check_code(case.assertions[0], "x" * 10_000)
+    result = await check_code(case.assertions[0], "x" * 10_000)
     assert len(result.defect) < 200
     assert "…" in result.defect
 
@@ -177,8 +179,8 @@ async def test_weight_zero_is_reported_but_never_fails_the_case(tmp_path: Path) 
     assert scored.failed == [1]
 
 
-def test_json_defect_for_a_fenced_answer(tmp_path: Path) -> None:
+async def test_json_defect_for_a_fenced_answer(tmp_path: Path) -> None:
     case = one_case(tmp_path, {"type": "is-json"})
     fenced = "```json\n" + json.dumps({"a": 1}) + "\n```"
-    result = check_code(case.assertions[0], fenced)
+    result = await check_code(case.assertions[0], fenced)
     assert result.defect.startswith("The answer must be valid JSON; it failed to parse at line 1 ")

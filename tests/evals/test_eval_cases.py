@@ -85,8 +85,11 @@ BAD: list[tuple[Any, str, int | None]] = [
     ({"type": "regex", "value": "("}, "bad regex '('", 1),
     ({"type": "contains"}, "contains needs a value", 1),
     ({"type": "contains-any", "value": []}, "a non-empty list", 1),
-    ({"type": "python", "value": "no_such_module_xyz:f"}, "cannot import 'no_such_module_xyz'", 1),
-    ({"type": "python", "value": "json:no_such_function"}, "has no function 'no_such_function'", 1),
+    ({"type": "python", "value": "no_such_module_xyz:f"}, "no module 'no_such_module_xyz'", 1),
+    ({"type": "python", "value": "json:loads"}, "not one of the standard library's (json)", 1),
+    ({"type": "python", "value": "builtins:eval"}, "not one of the standard library's", 1),
+    ({"type": "python", "value": "x.py:not a name"}, "is not a function name", 1),
+    ({"type": "python", "value": "../outside.py:f"}, "is outside the case file's folder", 1),
     ({"type": "python", "value": "nocolon"}, "module:function", 1),
     (
         {"type": "llm-rubric", "value": "x", "threshold": 1.5},
@@ -167,7 +170,7 @@ def test_duplicate_ids_empty_and_missing_files(tmp_path: Path) -> None:
         load_cases(tmp_path / "missing.jsonl")
 
 
-def test_python_references_import_at_load_time(
+def test_python_references_are_checked_at_load_and_imported_at_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "my_eval_checks.py").write_text("def short(output, context):\n    return 1\n")
@@ -177,14 +180,24 @@ def test_python_references_import_at_load_time(
         [{"input": "q", "assert": [{"type": "python", "value": "my_eval_checks:short"}]}],
     )
     (case,) = load_cases(path)
-    assert case.assertions[0].function is not None
-    (tmp_path / "raises.py").write_text("raise RuntimeError('boom at import')\n")
+    assert case.assertions[0].python_function()("x", {}) == 1
+    (tmp_path / "raises.py").write_text(
+        "raise RuntimeError('boom at import')\n\ndef f(output, context):\n    return True\n"
+    )
     bad = write_cases(
         tmp_path / "d.jsonl",
         [{"input": "q", "assert": [{"type": "python", "value": "raises.py:f"}]}],
     )
-    with pytest.raises(CaseFileError, match="RuntimeError: boom at import"):
-        load_cases(bad)
+    (loaded,) = load_cases(bad)  # read with ast: nothing of raises.py ran
+    with pytest.raises(CaseFileError, match=r"raises\.py defines no function 'g'"):
+        load_cases(
+            write_cases(
+                tmp_path / "e.jsonl",
+                [{"input": "q", "assert": [{"type": "python", "value": "raises.py:g"}]}],
+            )
+        )
+    with pytest.raises(UserError, match="RuntimeError: boom at import"):
+        loaded.assertions[0].python_function()
 
 
 def test_the_evals_door_is_documented() -> None:

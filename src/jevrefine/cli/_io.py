@@ -9,19 +9,27 @@ strings hold lone surrogates (an id, a model's answer) is written with them esca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import sys
-from collections.abc import AsyncGenerator, Callable
+import tempfile
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any, Final
 
 import anyio
+import pydantic
+
+from ..structured import strict_json_loads
+from ._config import ConfigError
 
 __all__ = [
     "BadLine",
     "Record",
+    "check_paths",
     "compact_output",
     "count_lines",
     "done_ids",
@@ -31,9 +39,12 @@ __all__ = [
     "parse_line",
     "read_records",
     "retried_ids",
+    "row_problem",
 ]
 
 _BOM = "\ufeff"
+_MAX_COUNT: Final = 10**15
+_Count = Annotated[int, pydantic.Field(ge=0, le=_MAX_COUNT)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,76 +211,187 @@ async def read_records(
                 await stream.aclose()
 
 
-def done_ids(path: str | None) -> set[str]:
+def done_ids(path: str | None, on_bad: Callable[[BadLine], None] | None = None) -> set[str]:
     """The ids already written to the output file without an error (for resuming).
 
     Empty when there is no output. A row whose `error` is set is not counted, so a resumed run
     tries that item again (`compact_output` then removes the old row). A last line cut short by
-    an interruption is not counted either, nor a line that is not UTF-8 or not JSON (a hand
-    edit): the output is read, never trusted.
+    an interruption is not counted either, nor a line that is not a valid row (a hand edit, a
+    tampered file): the output is read, never trusted; `on_bad` hears of each such line.
     """
-    rows = output_rows(path)
-    return {str(value["id"]) for value in rows if "id" in value and value.get("error") is None}
+    rows = output_rows(path, on_bad)
+    return {str(value["id"]) for value in rows if value.get("error") is None}
 
 
 def retried_ids(path: str | None) -> set[str]:
-    """The ids of the output rows that record an error: the items a resumed run tries again."""
-    rows = output_rows(path)
-    retry = {str(v["id"]) for v in rows if "id" in v and v.get("error") is not None}
-    # An id with both an error row and a complete one (a hand edit) is done.
+    """The ids a resumed run tries again: rows that record an error, or are no valid row.
+
+    An id with both such a row and a complete one (a hand edit) is done.
+    """
+    retry: set[str] = set()
+    if path is not None and path != "-" and Path(path).exists():
+        with open(path, "rb") as file:
+            retry = {found for text in file if (found := _row_id(text)) is not None}
     return retry - done_ids(path)
 
 
-def output_rows(path: str | None) -> list[dict[str, Any]]:
-    """The JSON-object rows of an output file (none for stdout or a missing file).
+class _RunRow(pydantic.BaseModel):
+    """What `run` and `judge` write (checked when read back); other keys are kept as they are."""
 
-    A line cut short by an interruption, or anything else that is not a JSON object, is left
-    out: its item runs again.
+    model_config = pydantic.ConfigDict(strict=True, extra="allow")
+    id: str | int  # written as text; an integer id from a hand-made file means the same
+    line: Annotated[int, pydantic.Field(ge=1, le=_MAX_COUNT)] | None = None
+    answer: str | None = None
+    passed: bool | None = None
+    outcome: str | None = None
+    attempts: _Count | None = None
+    tokens: _Count | None = None
+    model_tokens: _Count | None = None
+    judge_tokens: _Count | None = None
+    error: str | None = None
+    failed_criteria: list[str] | None = None
+    feedback: str | None = None
+    summary: str | None = None
+    findings: dict[str, str] | None = None
+
+
+def row_problem(value: Any) -> str | None:
+    """Why `value` is no row `run` or `judge` writes (one clause), or `None` when it is one."""
+    if not isinstance(value, dict):
+        return f"a row is a JSON object, got {type(value).__name__}"
+    try:
+        _RunRow.model_validate(value)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the row"
+        return f"{where}: {first['msg']}"[:200]
+    return None
+
+
+def _read_row(text: bytes) -> Any:
+    """The JSON value of one output line (strict: no NaN; no 4,301-digit number), else `None`."""
+    try:
+        return strict_json_loads(text.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
+        return None
+
+
+def output_rows(
+    path: str | None, on_bad: Callable[[BadLine], None] | None = None
+) -> list[dict[str, Any]]:
+    """The valid rows of an output file (none for stdout or a missing file).
+
+    Every row is checked (`row_problem`: types, and every number bounded), so a hand edit or a
+    tampered file is a row left out, never a crash later on. A line cut short by an
+    interruption, or anything else that is no row, goes to `on_bad` (with its line number),
+    and its item runs again.
     """
     if path is None or path == "-" or not Path(path).exists():
         return []
     rows: list[dict[str, Any]] = []
     with open(path, "rb") as file:
-        for text in file:
-            try:
-                value = json.loads(text.decode("utf-8"))
-            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
+        for number, text in enumerate(file, start=1):
+            if not text.strip():
                 continue
-            if isinstance(value, dict):
+            value = _read_row(text)
+            problem = "not a JSON row" if value is None else row_problem(value)
+            if problem is None:
                 rows.append(value)
+            elif on_bad is not None:
+                on_bad(BadLine(number, problem))
     return rows
 
 
 def compact_output(path: str | None, drop_ids: set[str]) -> int:
     """Remove the rows of `drop_ids` (earlier errors, about to be retried) from the output file.
 
-    Every other line is kept byte for byte. The file is rewritten beside itself and renamed over
-    the original, so an interruption leaves either the old file or the new one, never half of
-    one: the output keeps one row per id. Returns how many rows were removed.
+    Every other line is kept byte for byte. The file is rewritten into a temporary file made
+    securely beside it (`tempfile.mkstemp`: a fresh name, created exclusively, so a planted
+    file or symlink is never followed) and renamed over the original: an interruption leaves
+    either the old file or the new one, never half of one, and the output keeps one row per id.
+    Returns how many rows were removed.
     """
     if not drop_ids or path is None or path == "-" or not Path(path).exists():
         return 0
     target = Path(path)
-    temporary = target.with_name(f".{target.name}.resume-tmp")
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    handle, temporary = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".resume-tmp"
+    )
     removed = 0
-    with open(target, "rb") as source, open(temporary, "wb") as kept:
-        for text in source:
-            if _row_id(text) in drop_ids:
-                removed += 1
-                continue
-            kept.write(text)
-    os.replace(temporary, target)
+    try:
+        with open(target, "rb") as source, os.fdopen(handle, "wb") as kept:
+            for text in source:
+                if _row_id(text) in drop_ids:
+                    removed += 1
+                    continue
+                kept.write(text)
+        os.chmod(temporary, mode)  # mkstemp makes it private; the output keeps its own mode
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return removed
 
 
 def _row_id(text: bytes) -> str | None:
-    try:
-        value = json.loads(text.decode("utf-8"))
-    except (ValueError, RecursionError):
+    """The id of a line to retry: a row that records an error, or that is no valid row."""
+    value = _read_row(text)
+    if not isinstance(value, dict):
         return None
-    if isinstance(value, dict) and "id" in value and value.get("error") is not None:
+    found = value.get("id")
+    if isinstance(found, bool) or not isinstance(found, str | int):
+        return None
+    if value.get("error") is not None or row_problem(value) is not None:
         return str(value["id"])
     return None
+
+
+def check_paths(inputs: Mapping[str, str | None], outputs: Mapping[str, str | None]) -> None:
+    """Refuse, before anything runs, outputs that would overwrite an input or each other.
+
+    `inputs` and `outputs` map a flag's name (for the message) to its path (`None` or `-`:
+    not a file). Each output must not be any input (`os.path.samefile`: a symlink or a hard
+    link to the input is the input), nor another output, nor a folder, and its folder must
+    exist.
+
+    Raises:
+        ConfigError: naming the flag, the path and what to do instead.
+    """
+    files_in = {name: path for name, path in inputs.items() if path not in (None, "-")}
+    files_out = {name: path for name, path in outputs.items() if path not in (None, "-")}
+    for name, path in files_out.items():
+        assert path is not None
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ConfigError(f"{name} {path}: its folder {folder} does not exist; create it first")
+        if os.path.isdir(path):
+            raise ConfigError(f"{name} {path} is a folder; give a file name")
+        for other, source in files_in.items():
+            assert source is not None
+            if _same_file(path, source):
+                raise ConfigError(
+                    f"{name} {path} is the same file as {other} {source}: writing it would "
+                    "destroy the input; write to another file"
+                )
+    names = list(files_out)
+    for i, name in enumerate(names):
+        for other in names[i + 1 :]:
+            if _same_file(files_out[name] or "", files_out[other] or ""):
+                raise ConfigError(
+                    f"{name} and {other} are the same file ({files_out[name]}); give each its own"
+                )
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: `samefile` when both exist, else by their real path."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        return False
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def count_lines(path: str | None) -> int | None:

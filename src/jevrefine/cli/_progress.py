@@ -9,14 +9,38 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ..advisors.chain import LOWEST_PRECEDENCE, BaseAdvisor
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-__all__ = ["Bar", "Tally", "console"]
+    from ..client import ChatClientRequest
+
+__all__ = ["AttemptCounter", "Bar", "Tally", "console"]
+
+
+class AttemptCounter(BaseAdvisor):
+    """Innermost advisor: calls `on_attempt` as each attempt's request goes to the model.
+
+    It sits nearest the model, inside self-refine, so it is called once per attempt: the bar
+    moves while a slow item is still on its second or third answer.
+    """
+
+    name = "cli-progress"
+    order = LOWEST_PRECEDENCE
+
+    def __init__(self, on_attempt: Callable[[], None]) -> None:
+        self._on_attempt = on_attempt
+
+    def before(self, request: ChatClientRequest) -> ChatClientRequest:
+        """Count the request; send it on unchanged."""
+        self._on_attempt()
+        return request
 
 
 @dataclass
@@ -118,13 +142,21 @@ class Bar:
         """One more line done; `fields` are the figures shown."""
         self._update(fields, advance=1)
 
-    def show(self, fields: dict[str, str]) -> None:
-        """New figures, no line done (an attempt started): the bar moves while items run."""
-        self._update(fields, advance=0)
+    def show(self, fields: dict[str, str], *, completed: float | None = None) -> None:
+        """New figures, no line done (an attempt started): the bar moves while items run.
 
-    def _update(self, fields: dict[str, str], *, advance: int) -> None:
+        `completed` sets the bar's position (a fraction of an item counts: the bar creeps
+        forward per attempt; the count shown is whole items).
+        """
+        self._update(fields, advance=0, completed=completed)
+
+    def _update(
+        self, fields: dict[str, str], *, advance: int, completed: float | None = None
+    ) -> None:
         if self._progress is not None:
-            # `activity` is the batch commands' own; `eval` shows the four others.
             names = ("rate", "pass_rate", "tokens", "errors", "activity")
             shown: dict[str, Any] = {k: fields[k] for k in names if k in fields}
-            self._progress.update(self._task, advance=advance, **shown)
+            if completed is not None:
+                self._progress.update(self._task, completed=completed, **shown)
+            else:
+                self._progress.update(self._task, advance=advance, **shown)

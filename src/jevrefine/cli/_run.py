@@ -38,7 +38,6 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 
 from .._fanout import BatchResult, iter_all
-from ..advisors.chain import LOWEST_PRECEDENCE, BaseAdvisor
 from ..batch import RefineSummary, refine_iter
 from ..client import ChatClient
 from ..exceptions import JevrefineError, UserError
@@ -48,6 +47,7 @@ from ._config import CliConfig, ConfigError, load_config, missing_key, open_mode
 from ._io import (
     BadLine,
     Record,
+    check_paths,
     compact_output,
     count_lines,
     done_ids,
@@ -57,11 +57,11 @@ from ._io import (
     read_records,
     retried_ids,
 )
-from ._progress import Bar, Tally, console
+from ._progress import AttemptCounter, Bar, Tally, console
 from ._providers import add_provider_flags
 
 if TYPE_CHECKING:
-    from ..client import ChatClientRequest, PromptSpec
+    from ..client import PromptSpec
     from ..judge._judge import Judge
 
 __all__ = ["add_commands", "run_command"]
@@ -249,21 +249,22 @@ def run_command(args: argparse.Namespace) -> int:
         if args.input not in (None, "-"):
             with open(args.input, "rb"):
                 pass  # unreadable input is a usage error, found before any model starts
-            if (
-                args.output not in (None, "-")
-                and os.path.exists(args.output)
-                and os.path.samefile(args.input, args.output)
-            ):
-                # Appending results to the file being read would feed them back in as input.
-                raise ConfigError(
-                    f"the output {args.output} is the same file as the input: "
-                    "write the results to another file"
-                )
+        # Appending results to the file being read would feed them back in as input; a report
+        # over the input, the config or the output (a symlink or hard link included) would
+        # destroy it. All refused here, before any model starts.
+        check_paths(
+            {"the input": args.input, "--config": getattr(args, "config", None)},
+            {"the output": args.output},
+        )
         report = getattr(args, "report", None)
-        if report and not os.path.isdir(os.path.dirname(os.path.abspath(report))):
-            raise ConfigError(f"--report {report}: its folder does not exist; create it first")
-        if report and os.path.abspath(report) in {os.path.abspath(p) for p in _files(args)}:
-            raise ConfigError(f"--report {report} would overwrite the input or the output")
+        check_paths(
+            {
+                "the input": args.input,
+                "--config": getattr(args, "config", None),
+                "the output": args.output,
+            },
+            {"--report": report},
+        )
         batch = _Batch(args, config)
         return anyio.run(batch.run)
     except UserError as exc:  # ConfigError included: a setting, a flag, a missing key
@@ -337,7 +338,7 @@ class _Batch:
         # These read whole files: on a worker thread, so a big file never blocks the loop.
         skip: set[str] = set()
         if not args.restart:
-            skip = await anyio.to_thread.run_sync(done_ids, args.output)
+            skip = await anyio.to_thread.run_sync(done_ids, args.output, self._bad_row)
             # Errored items run again: their old rows go first, so each id keeps one row.
             retry = await anyio.to_thread.run_sync(retried_ids, args.output)
             self.stats.retried = await anyio.to_thread.run_sync(compact_output, args.output, retry)
@@ -376,7 +377,7 @@ class _Batch:
 
     def _client(self, model: Any, judge: Judge | None) -> ChatClient:
         section, refine = self.config.model, self.config.refine
-        advisors: list[Any] = [_AnswerCounter(self._answer_asked)]
+        advisors: list[Any] = [AttemptCounter(self._answer_asked)]
         if judge is not None:
             from ..advisors.self_refine import SelfRefineAdvisor
 
@@ -493,7 +494,18 @@ class _Batch:
     def _write_report(self, path: str, where: str) -> None:
         from ..evals._html import render_run_html
 
-        rows = self.report_rows if self.report_rows is not None else output_rows(self.args.output)
+        rows = self.report_rows
+        if rows is None:
+
+            def left_out(bad: BadLine) -> None:
+                # A tampered or hand-edited row: said, and left out of the page (never a crash).
+                print(
+                    f"{self.args.output}:{bad.line}: not a result row ({bad.reason}); left out "
+                    "of the report",
+                    file=sys.stderr,
+                )
+
+            rows = output_rows(self.args.output, left_out)
         stats = self.stats
         summary = {
             "model": where,
@@ -511,6 +523,13 @@ class _Batch:
         # Always reported, progress bar or not: a skipped line must never go unnoticed.
         print(f"line {bad.line}: {bad.reason}; skipped", file=sys.stderr)
         self.bar(None).advance(self.stats.fields())
+
+    def _bad_row(self, bad: BadLine) -> None:
+        # A row cut short, hand-edited or tampered with: said; its item runs again.
+        print(
+            f"{self.args.output}:{bad.line}: not a result row ({bad.reason}); its item runs again",
+            file=sys.stderr,
+        )
 
     def _skipped(self, record: Record) -> None:
         self.stats.resumed += 1
@@ -547,21 +566,6 @@ async def _enumerate(
     async for record in records:
         yield index, record
         index += 1
-
-
-class _AnswerCounter(BaseAdvisor):
-    """Innermost advisor: calls `on_answer` as each attempt's request goes to the model."""
-
-    name = "cli-progress"
-    order = LOWEST_PRECEDENCE  # nearest the model, inside self-refine: once per attempt
-
-    def __init__(self, on_answer: Callable[[], None]) -> None:
-        self._on_answer = on_answer
-
-    def before(self, request: ChatClientRequest) -> ChatClientRequest:
-        """Count the request; send it on unchanged."""
-        self._on_answer()
-        return request
 
 
 class _OrderedWriter:
@@ -613,10 +617,6 @@ def _untag(result: BatchResult[Any]) -> tuple[Record, Any, Exception | None]:
     error = result.error
     assert isinstance(error, _Tagged)
     return error.record, None, error.error
-
-
-def _files(args: argparse.Namespace) -> list[str]:
-    return [path for path in (args.input, args.output) if path not in (None, "-")]
 
 
 def _error_text(error: Exception) -> str:

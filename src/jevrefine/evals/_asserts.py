@@ -7,7 +7,6 @@ judge's defects under `judge="asserts"`.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..exceptions import UserError
 from ..messages import Usage
+from ..structured import fenced_body, strict_json_decoder, strict_json_loads
+from ._bounded import DEFAULT_CHECK_TIMEOUT, CheckTimeout, CheckWorker, call_bounded
 from ._cases import Assertion, Case, word_count
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = [
     "Scored",
     "check_code",
     "check_one",
+    "json_equal",
     "rubric_question",
     "score_answer",
 ]
@@ -80,8 +82,20 @@ def _result(assertion: Assertion, held: bool, defect: str, negated_defect: str) 
     return AssertionResult(assertion.index, False, negated_defect if assertion.negated else defect)
 
 
-def check_code(assertion: Assertion, answer: str) -> AssertionResult:
-    """The verdict of an assertion that code decides (every type but python and llm-rubric)."""
+async def check_code(
+    assertion: Assertion, answer: str, worker: CheckWorker | None = None
+) -> AssertionResult:
+    """The verdict of an assertion that code decides (every type but python and llm-rubric).
+
+    A `regex`, or a JSON schema, is checked in `worker` (bounded in time; a check past the
+    bound is a failed assertion saying so). Without one, a worker is started for this check.
+
+    Raises:
+        CheckWorkerError: the check worker failed.
+    """
+    if assertion.base in ("regex", "is-json", "contains-json") and worker is None:
+        async with CheckWorker() as own:
+            return await check_code(assertion, answer, own)
     base = assertion.base
     value = assertion.value
     if base == "equals":
@@ -107,21 +121,16 @@ def check_code(assertion: Assertion, answer: str) -> AssertionResult:
             f"{_quote(start[: max(len(value), 12)])}.",
             f"The answer must not start with {_quote(value)}.",
         )
+    assert worker is not None or base not in ("regex", "is-json", "contains-json")
     if base == "regex":
-        assert assertion.pattern is not None
-        match = assertion.pattern.search(answer)
-        found = _quote(match.group(0)) if match is not None else "''"
-        return _result(
-            assertion,
-            match is not None,
-            f"The answer must match the regular expression {_quote(value)}.",
-            f"The answer must not match the regular expression {_quote(value)}; it contains "
-            f"{found}.",
-        )
+        assert worker is not None
+        return await _regex(assertion, answer, worker)
     if base == "is-json":
-        return _is_json(assertion, answer)
+        assert worker is not None
+        return await _is_json(assertion, answer, worker)
     if base == "contains-json":
-        return _contains_json(assertion, answer)
+        assert worker is not None
+        return await _contains_json(assertion, answer, worker)
     if base == "word-count":
         return _word_count(assertion, answer)
     raise AssertionError(f"not a code assertion: {assertion.type}")  # pragma: no cover
@@ -129,6 +138,60 @@ def check_code(assertion: Assertion, answer: str) -> AssertionResult:
 
 def _norm(text: str, fold: bool) -> str:
     return text.casefold() if fold else text
+
+
+def _timed_out(assertion: Assertion, what: str, seconds: float) -> AssertionResult:
+    """A check past its bound: failed, `not-` or not (no verdict is no pass)."""
+    return AssertionResult(
+        assertion.index, False, f"{what} took longer than {seconds:g} s on this answer."
+    )
+
+
+async def _regex(assertion: Assertion, answer: str, worker: CheckWorker) -> AssertionResult:
+    value = assertion.value
+    try:
+        match = await worker.search(value, answer)
+    except CheckTimeout as exc:
+        return _timed_out(assertion, "The regular expression", exc.seconds)
+    found = _quote(match) if match is not None else "''"
+    return _result(
+        assertion,
+        match is not None,
+        f"The answer must match the regular expression {_quote(value)}.",
+        f"The answer must not match the regular expression {_quote(value)}; it contains {found}.",
+    )
+
+
+def json_equal(left: Any, right: Any) -> bool:
+    """Equality of two JSON values as JSON means it (Python's `==` says `True == 1`).
+
+    A boolean is no number (`true` is not `1`, `false` is not `0`), `null` is only `null`; numbers
+    compare by value, so `1` equals `1.0` (JSON has one number type: `JSON.parse` reads both as
+    the same number); objects by their keys and values, arrays item by item in order.
+    """
+    # Iterative: an answer nested a thousand deep never overflows the stack.
+    pending = [(left, right)]
+    while pending:
+        a, b = pending.pop()
+        if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+            if a is not b:
+                return False
+        elif (isinstance(a, int | float) and isinstance(b, int | float)) or (
+            isinstance(a, str) and isinstance(b, str)
+        ):
+            if a != b:
+                return False
+        elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b, strict=True))
+        elif isinstance(a, Mapping) and isinstance(b, Mapping):
+            if a.keys() != b.keys():
+                return False
+            pending.extend((a[key], b[key]) for key in a)
+        else:
+            return False
+    return True
 
 
 def _equals(assertion: Assertion, answer: str) -> AssertionResult:
@@ -139,7 +202,7 @@ def _equals(assertion: Assertion, answer: str) -> AssertionResult:
         shown = _quote(expected)
     else:
         try:
-            held = json.loads(answer) == expected
+            held = json_equal(strict_json_loads(answer), expected)
         except (ValueError, RecursionError):
             held = False
         shown = f"the JSON {_quote(json.dumps(expected, ensure_ascii=False))}"
@@ -174,47 +237,71 @@ def _contains_many(assertion: Assertion, answer: str) -> AssertionResult:
     )
 
 
-def _json_problem(value: Any, schema: Mapping[str, Any] | None) -> str | None:
-    """Why `value` does not match `schema` (one clause), or `None` when it does."""
-    if schema is None:
-        return None
-    import jsonschema  # type: ignore[import-untyped,unused-ignore]
-
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    if error is None:
-        return None
-    path = "/".join(str(p) for p in error.absolute_path)
-    where = f" at {path}" if path else ""
-    return f"{error.message[:200]}{where}"
-
-
-def _is_json(assertion: Assertion, answer: str) -> AssertionResult:
+async def _schema_match(
+    assertion: Assertion, values: list[Any], worker: CheckWorker
+) -> tuple[int | None, str] | AssertionResult:
+    """The first of `values` the schema accepts (or why none), or a timed-out result."""
+    if assertion.schema is None:
+        return (0, "") if values else (None, "")
     try:
-        value = json.loads(answer)
-    except json.JSONDecodeError as exc:
-        defect = (
-            f"The answer must be valid JSON; it failed to parse at line {exc.lineno} column "
-            f"{exc.colno} ({exc.msg})."
-        )
+        return await worker.schema_match(_plain(assertion.schema), values)
+    except CheckTimeout as exc:
+        return _timed_out(assertion, "Checking the JSON schema", exc.seconds)
+
+
+def _plain(value: Any) -> Any:
+    """A schema as plain JSON types (`load_cases` keeps it read-only)."""
+    return json.loads(json.dumps(value, default=dict))
+
+
+def _parse_problem(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"it failed to parse at line {exc.lineno} column {exc.colno} ({exc.msg})"
+    if isinstance(exc, RecursionError):
+        return "it nests too deeply"
+    if "digits" in str(exc):
+        return "it has a number of more than 4,300 digits"
+    # NaN, Infinity, -Infinity, 1e999: Python reads them, JSON has no such number.
+    return f"{exc} (JSON has no NaN or Infinity)"
+
+
+def _json_text(assertion: Assertion, answer: str) -> str:
+    """The text that must be JSON: the answer, or the body of its one surrounding code fence."""
+    if not assertion.fence:
+        return answer
+    stripped = answer.strip()
+    if stripped.startswith("```") and stripped.endswith("```") and stripped.count("```") == 2:
+        body = fenced_body(stripped)
+        if body is not None:
+            return body
+    return answer
+
+
+async def _is_json(assertion: Assertion, answer: str, worker: CheckWorker) -> AssertionResult:
+    try:
+        value = strict_json_loads(_json_text(assertion, answer))
+    except (ValueError, RecursionError) as exc:
+        fence = " (or one ```json code fence holding it)" if assertion.fence else ""
+        defect = f"The answer must be valid JSON{fence}; {_parse_problem(exc)}."
         return _result(assertion, False, defect, "")
-    except RecursionError:
-        return _result(assertion, False, "The answer must be valid JSON; it nests too deeply.", "")
-    problem = _json_problem(value, assertion.schema)
+    matched = await _schema_match(assertion, [value], worker)
+    if isinstance(matched, AssertionResult):
+        return matched
+    index, problem = matched
     return _result(
         assertion,
-        problem is None,
+        index is not None,
         f"The answer's JSON must match the schema; {problem}.",
         "The answer must not be valid JSON"
         + (" matching the schema." if assertion.schema is not None else "."),
     )
 
 
-def _contains_json(assertion: Assertion, answer: str) -> AssertionResult:
-    decoder = json.JSONDecoder()
+def _json_candidates(answer: str) -> list[Any]:
+    """The JSON objects and arrays found at the first `_MAX_JSON_STARTS` `{` / `[` positions."""
+    decoder = strict_json_decoder()
+    found: list[Any] = []
     tried = 0
-    last_problem: str | None = None
-    found_any = False
     for position, char in enumerate(answer):
         if char not in "{[":
             continue
@@ -225,13 +312,20 @@ def _contains_json(assertion: Assertion, answer: str) -> AssertionResult:
             value, _ = decoder.raw_decode(answer, position)
         except (ValueError, RecursionError):
             continue
-        found_any = True
-        problem = _json_problem(value, assertion.schema)
-        if problem is None:
-            return _result(assertion, True, "", _contains_json_negated(assertion))
-        last_problem = problem
-    if found_any:
-        defect = f"The answer's JSON must match the schema; {last_problem}."
+        found.append(value)
+    return found
+
+
+async def _contains_json(assertion: Assertion, answer: str, worker: CheckWorker) -> AssertionResult:
+    candidates = _json_candidates(answer)
+    matched = await _schema_match(assertion, candidates, worker)
+    if isinstance(matched, AssertionResult):
+        return matched
+    index, problem = matched
+    if index is not None:
+        return _result(assertion, True, "", _contains_json_negated(assertion))
+    if candidates:
+        defect = f"The answer's JSON must match the schema; {problem}."
     else:
         defect = "The answer must contain a JSON object or array; none parses."
     return _result(assertion, False, defect, _contains_json_negated(assertion))
@@ -277,17 +371,24 @@ def python_context(case: Case, assertion: Assertion) -> dict[str, Any]:
     }
 
 
-async def check_python(assertion: Assertion, answer: str, case: Case) -> AssertionResult:
+async def check_python(
+    assertion: Assertion, answer: str, case: Case, seconds: float = DEFAULT_CHECK_TIMEOUT
+) -> AssertionResult:
     """Call a `python` assertion's function: a bool, or a score in [0, 1] held to the threshold.
 
+    The function is imported at its first call; it is trusted code (the case file's). A sync
+    one runs in a daemon thread, an async one on the loop, each bounded by `seconds`: past it,
+    the assertion fails saying so.
+
     Raises:
-        UserError: the function returned something else.
+        UserError: the reference does not import as a function, or it returned something else.
         Exception: whatever the function raised (a bug in it: the case errors).
     """
-    assert assertion.function is not None
-    returned = assertion.function(answer, python_context(case, assertion))
-    if inspect.isawaitable(returned):
-        returned = await returned
+    function = assertion.python_function()
+    try:
+        returned = await call_bounded(function, seconds, answer, python_context(case, assertion))
+    except CheckTimeout:
+        return _timed_out(assertion, f"The python check {assertion.value}", seconds)
     bar = assertion.pass_bar
     reference = assertion.value
     if isinstance(returned, bool):
@@ -358,10 +459,12 @@ class Memo:
     assertions: each is checked once, and a `python` function is called once per distinct answer.
     """
 
-    __slots__ = ("results",)
+    __slots__ = ("results", "worker")
 
-    def __init__(self) -> None:
+    def __init__(self, worker: CheckWorker | None = None) -> None:
         self.results: dict[tuple[int, str], AssertionResult] = {}
+        self.worker = worker
+        """Runs the regex and schema checks, bounded (`evaluate`'s; `None`: one per check)."""
 
     def failures(self, case: Case, answer: str) -> list[int] | None:
         """The failed assertions' indexes when every one is known for `answer`, else `None`.
@@ -394,10 +497,12 @@ async def check_one(
     key = (assertion.index, answer)
     found = memo.results.get(key) if memo is not None else None
     if found is None:
+        worker = memo.worker if memo is not None else None
         if assertion.base == "python":
-            found = await check_python(assertion, answer, case)
+            seconds = worker.timeout if worker is not None else DEFAULT_CHECK_TIMEOUT
+            found = await check_python(assertion, answer, case, seconds)
         else:
-            found = check_code(assertion, answer)
+            found = await check_code(assertion, answer, worker)
         if memo is not None:
             memo.results[key] = found
     return found

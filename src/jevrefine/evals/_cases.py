@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import math
 import os
@@ -15,6 +13,9 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from ..exceptions import UserError
+from ..structured import strict_json_loads
+from ._python_refs import PythonReference, parse_reference
+from ._schemas import schema_problem
 
 __all__ = ["ASSERTION_TYPES", "Assertion", "Case", "CaseFileError", "load_cases"]
 
@@ -36,7 +37,8 @@ ASSERTION_TYPES: Final = (
 """Every assertion type (each may also be written with a `not-` prefix)."""
 
 _CASE_KEYS: Final = ("id", "input", "system", "expected", "assert", "metadata")
-_ASSERTION_KEYS: Final = ("type", "value", "threshold", "weight")
+_ASSERTION_KEYS: Final = ("type", "value", "threshold", "weight", "fence")
+_FENCE_VALUES: Final = ("allow", "forbid")
 _ROLES: Final = ("system", "user", "assistant")
 
 
@@ -85,9 +87,15 @@ class Assertion:
     pattern: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
     """The compiled `regex`."""
     function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
-    """The imported `python` function."""
+    """The `python` function, when given as such; `load_cases` sets `reference` instead, which
+    imports it at its first use (see `python_function`)."""
     schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     """The JSON schema of `is-json` / `contains-json`, when given."""
+    fence: bool = False
+    """`is-json` only: the answer may be wrapped in one Markdown code fence (`"fence":
+    "allow"`); its body is what must be JSON."""
+    reference: PythonReference | None = field(default=None, compare=False, repr=False)
+    """The checked `python` reference of a loaded case file, imported at its first use."""
     negated: bool = field(init=False, compare=False, repr=False)
     """Whether the type has the `not-` prefix."""
     base: str = field(init=False, compare=False, repr=False)
@@ -107,6 +115,18 @@ class Assertion:
     def counts(self) -> bool:
         """Whether it decides the case's pass (a weight above 0)."""
         return self.weight > 0
+
+    def python_function(self) -> Callable[..., Any]:
+        """The `python` assertion's function: `function`, else `reference` imported (once).
+
+        Raises:
+            UserError: no function, or the reference does not import as a function.
+        """
+        if self.function is not None:
+            return self.function
+        if self.reference is None:
+            raise UserError(f"assertion {self.index} ({self.type}) has no python function")
+        return self.reference.load()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,28 +166,39 @@ class Case:
         return "\n".join(lines)
 
 
-def load_cases(path: str | os.PathLike[str]) -> list[Case]:
-    """Read a JSONL case file; every case and assertion is checked before anything runs.
+def load_cases(path: str | os.PathLike[str], *, allow_python_outside: bool = False) -> list[Case]:
+    r"""Read a JSONL case file; every case and assertion is checked before anything runs.
 
-    One JSON object a line: `id` (default: the 1-based line number; blank lines are skipped but
-    counted), `input`, `system`, `expected`, `assert` (a non-empty list), `metadata`.
+    One JSON object a line (lines end at `\n` alone: a U+2028 or U+0085 inside a string is
+    text): `id` (default: the 1-based line number; blank lines are skipped but counted),
+    `input`, `system`, `expected`, `assert` (a non-empty list), `metadata`.
+
+    A case file with `python` assertions is code: load only case files you trust. Their
+    references are checked here without running anything, and imported at their first use.
+
+    Args:
+        path: the case file.
+        allow_python_outside: let a `file.py:function` reference name a file outside the case
+            file's folder (by default it must be inside it, symlinks resolved).
 
     Raises:
-        CaseFileError: the file cannot be read, a line is not a case, an id repeats, or an
-            assertion is invalid (unknown type, bad regex or schema, a missing value, a
-            `python` reference that does not import, a bad `threshold` or `weight`).
+        CaseFileError: the file cannot be read, a line is not a case (a NaN or Infinity, or a
+            number of more than 4,300 digits, included), an id repeats, or an assertion is
+            invalid (unknown type, bad regex, a schema that is invalid, refers outside itself or
+            to itself without end, a missing value, a bad `python` reference, a bad
+            `threshold`, `weight` or `fence`).
     """
     source = Path(path)
     try:
-        text = source.read_text(encoding="utf-8")
+        text = source.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise CaseFileError(f"cannot read the case file {str(source)!r}: {exc}") from None
     cases: list[Case] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
-        case = _parse_case(source, number, raw)
+        case = _parse_case(source, number, raw, allow_python_outside)
         if case.id in seen:
             raise CaseFileError(
                 f"{source}:{number}: case {case.id!r}: the id is already used on line "
@@ -201,14 +232,17 @@ class _Where:
         )
 
 
-def _parse_case(source: Path, number: int, raw: str) -> Case:
+def _parse_case(source: Path, number: int, raw: str, allow_outside: bool) -> Case:
     where = _Where(source, number)
     try:
-        data = json.loads(raw)
+        data = strict_json_loads(raw)
     except json.JSONDecodeError as exc:
         raise where.error(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise where.error("not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # NaN / Infinity, or past Python's 4,300-digit int limit
+        reason = "a number of more than 4,300 digits" if "digits" in str(exc) else str(exc)
+        raise where.error(f"not valid JSON ({reason[:120]})") from None
     if not isinstance(data, dict):
         raise where.error(f"a case is a JSON object, got {type(data).__name__}")
     raw_id = data.get("id", number)
@@ -229,7 +263,9 @@ def _parse_case(source: Path, number: int, raw: str) -> Case:
             'a case needs "assert": a non-empty list of assertions, e.g. '
             '[{"type": "icontains", "value": "Paris"}]'
         )
-    assertions = tuple(_parse_assertion(where, i, a, source) for i, a in enumerate(asserts))
+    assertions = tuple(
+        _parse_assertion(where, i, a, source, allow_outside) for i, a in enumerate(asserts)
+    )
     return Case(
         id=where.case_id,
         input=_parse_input(where, data.get("input")),
@@ -275,7 +311,9 @@ def _parse_input(where: _Where, value: Any) -> str | tuple[Mapping[str, str], ..
     return tuple(messages)
 
 
-def _parse_assertion(where: _Where, index: int, data: Any, source: Path) -> Assertion:
+def _parse_assertion(
+    where: _Where, index: int, data: Any, source: Path, allow_outside: bool
+) -> Assertion:
     if not isinstance(data, dict):
         raise where.error(f'an assertion is an object {{"type", "value"}}, got {data!r}', index)
     unknown = sorted(set(data) - set(_ASSERTION_KEYS))
@@ -302,8 +340,32 @@ def _parse_assertion(where: _Where, index: int, data: Any, source: Path) -> Asse
         or weight < 0
     ):
         raise where.error(f"weight must be a number >= 0, got {weight!r}", index)
-    parsed = _parse_value(where, index, base, data.get("value"), source)
-    return Assertion(index, kind, threshold=threshold, weight=float(weight), **parsed)
+    if base == "equals" and "value" in data and data["value"] is None:
+        parsed: dict[str, Any] = {"value": None}  # the JSON null, written out
+    else:
+        parsed = _parse_value(where, index, base, data.get("value"), source, allow_outside)
+    fence = _fence(where, index, base, data)
+    return Assertion(index, kind, threshold=threshold, weight=float(weight), fence=fence, **parsed)
+
+
+def _fence(where: _Where, index: int, base: str, data: Mapping[str, Any]) -> bool:
+    if "fence" not in data:
+        return False
+    if base != "is-json":
+        extra = (
+            " (contains-json finds the JSON inside a code fence already)"
+            if base == "contains-json"
+            else ""
+        )
+        raise where.error(f"fence applies to is-json only, not {base}{extra}; remove it", index)
+    value = data["fence"]
+    if value not in _FENCE_VALUES:
+        raise where.error(
+            f'fence must be "allow" (one surrounding ``` code fence is accepted) or "forbid" '
+            f"(the default), got {value!r}"[:300],
+            index,
+        )
+    return bool(value == "allow")
 
 
 def _threshold(where: _Where, index: int, base: str, data: Mapping[str, Any]) -> float | None:
@@ -320,7 +382,9 @@ def _threshold(where: _Where, index: int, base: str, data: Mapping[str, Any]) ->
     return float(value)
 
 
-def _parse_value(where: _Where, index: int, base: str, value: Any, source: Path) -> dict[str, Any]:
+def _parse_value(
+    where: _Where, index: int, base: str, value: Any, source: Path, allow_outside: bool
+) -> dict[str, Any]:
     def missing(what: str) -> CaseFileError:
         return where.error(f"{base} needs a value: {what}, got {value!r}"[:300], index)
 
@@ -359,7 +423,8 @@ def _parse_value(where: _Where, index: int, base: str, value: Any, source: Path)
         return {"value": _word_bounds(where, index, value)}
     if not isinstance(value, str) or ":" not in value:
         raise missing('"module:function" (or "file.py:function", beside the case file)')
-    return {"value": value, "function": _import_function(where, index, value, source)}
+    reference = _python_reference(where, index, value, source, allow_outside)
+    return {"value": value, "reference": reference}
 
 
 def _word_bounds(where: _Where, index: int, value: Any) -> Mapping[str, int]:
@@ -384,44 +449,24 @@ def _schema(where: _Where, index: int, value: Any) -> Mapping[str, Any]:
             f"the value of a JSON assertion is a JSON schema object, got {value!r}"[:300], index
         )
     try:
-        import jsonschema  # type: ignore[import-untyped,unused-ignore]
+        import jsonschema  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
     except ImportError:
         raise where.error(
             "checking JSON against a schema needs jsonschema: pip install jsonschema", index
         ) from None
-    try:
-        jsonschema.validators.validator_for(value).check_schema(value)
-    except jsonschema.SchemaError as exc:
-        raise where.error(f"the JSON schema is invalid: {exc.message}", index) from None
+    problem = schema_problem(value)
+    if problem is not None:
+        raise where.error(problem, index)
     return MappingProxyType(value)
 
 
-def _import_function(where: _Where, index: int, reference: str, source: Path) -> Callable[..., Any]:
-    module_name, _, name = reference.rpartition(":")
+def _python_reference(
+    where: _Where, index: int, reference: str, source: Path, allow_outside: bool
+) -> PythonReference:
     try:
-        if module_name.endswith(".py"):
-            # A file path, relative to the case file (as promptfoo resolves them).
-            file = (source.parent / module_name).resolve()
-            spec = importlib.util.spec_from_file_location(f"_jevrefine_eval_{file.stem}", file)
-            if spec is None or spec.loader is None or not file.is_file():
-                raise FileNotFoundError(f"no file {str(file)!r}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise where.error(
-            f"python reference {reference!r}: cannot import {module_name!r} "
-            f"({type(exc).__name__}: {exc}); write module:function with an importable module, "
-            "or file.py:function with a path relative to the case file",
-            index,
-        ) from None
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise where.error(
-            f"python reference {reference!r}: {module_name!r} has no function {name!r}", index
-        )
-    return function  # type: ignore[no-any-return]
+        return parse_reference(reference, source.parent, allow_outside=allow_outside)
+    except ValueError as exc:
+        raise where.error(f"python reference {reference!r}: {exc}", index) from None
 
 
 def word_count(text: str) -> int:

@@ -16,6 +16,7 @@ from ..exceptions import UserError
 from ..judge._judge import Judge
 from ..messages import AssistantMessage, Message, SystemMessage, UserMessage
 from ._asserts import Memo, case_passes, score_answer
+from ._bounded import DEFAULT_CHECK_TIMEOUT, CheckWorker, check_timeout_of
 from ._cases import Case
 from ._judge import asserts_judge
 from ._report import EvalReport, JudgeMode
@@ -41,6 +42,7 @@ async def evaluate(
     max_repeat_attempts: int = 2,
     concurrency: int = 8,
     on_result: ResultCallback | None = None,
+    check_timeout: float = DEFAULT_CHECK_TIMEOUT,
 ) -> EvalReport:
     """Run every case through `client`'s refine loop; score every attempt with the assertions.
 
@@ -58,6 +60,9 @@ async def evaluate(
         max_repeat_attempts: retries after the first attempt (not for `"config"` or `"none"`).
         concurrency: cases in flight at once.
         on_result: gets each case's result row as it is done (completion order).
+        check_timeout: the seconds one check of one answer may take: a `regex` or a JSON
+            schema (run in a worker process that is killed past the bound), or a `python`
+            function. Past it the assertion fails, saying so, and the other cases go on.
 
     A case whose model call, grader or `python` assertion fails is a row with its `error` set;
     it counts in `errors` only. Nothing else is caught.
@@ -68,6 +73,7 @@ async def evaluate(
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    seconds = check_timeout_of(check_timeout)
     mode, advisor = _loop_setup(cases, client, judge, grader, max_repeat_attempts)
     rows: list[dict[str, Any] | None] = [None] * len(cases)
     # One shared iterator, pulled by a fixed set of workers: no task or stream per case. Each
@@ -76,7 +82,8 @@ async def evaluate(
 
     async def worker() -> None:
         for position, case in todo:
-            row = await _run_case(case, client, mode, advisor, grader, max_repeat_attempts)
+            memo = Memo(checks)
+            row = await _run_case(case, client, mode, advisor, grader, max_repeat_attempts, memo)
             rows[position] = row
             if on_result is not None:
                 returned = on_result(row)
@@ -84,7 +91,8 @@ async def evaluate(
                     await returned
 
     try:
-        async with anyio.create_task_group() as group:
+        # One worker process for the run's regex and schema checks (started at the first one).
+        async with CheckWorker(timeout=seconds) as checks, anyio.create_task_group() as group:
             for _ in range(min(concurrency, len(cases))):
                 group.start_soon(worker)
     except BaseExceptionGroup as failed:
@@ -164,10 +172,10 @@ async def _run_case(
     advisor: SelfRefineAdvisor | None,
     grader: SystemOneClient | None,
     max_repeat_attempts: int,
+    memo: Memo,
 ) -> dict[str, Any]:
     row = _row(case)
     spec = _spec(client, case)
-    memo = Memo()
     if mode == "asserts":
         advisor = SelfRefineAdvisor(
             asserts_judge(case, grader, memo), max_repeat_attempts=max_repeat_attempts
