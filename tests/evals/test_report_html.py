@@ -39,6 +39,8 @@ from evals.report_fixture import (
     row_texts,
 )
 from jevrefine.evals import EvalReport, _html, _page
+from jevrefine.evals._compare import compare_reports, load_report
+from jevrefine.evals._compare_html import render_compare_html
 from jevrefine.evals._html import render_eval_html, render_run_html
 from jevrefine.evals._page import CUT_CHARS, PAGE_SIZE
 from jevrefine.evals._setup import report_setup
@@ -625,6 +627,74 @@ def test_a_run_page_of_many_items_is_paged(open_page: Any) -> None:
     page.fill("#case-search", "item-2999")
     _wait_shown(page, 1)
     assert _ids_shown(page) == ["item-2999"]
+    opened.assert_offline()
+
+
+# --- the compare page ---------------------------------------------------------------------------
+
+
+def _two_reports(tmp_path: Path) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    a = {**make_report(seed=17), "setup": SETUP}
+    b = {
+        **make_report(seed=21),
+        "setup": {**SETUP, "model": "local qwen2.5-coder-1.5b", "temperature": 0.2},
+    }
+    b["results"] = [*b["results"][:38], dict(b["results"][5], id="only-in-b")]
+    paths = []
+    for name, data in (("a.json", a), ("b.json", b)):
+        path = tmp_path / name
+        path.write_text(json.dumps(data), encoding="utf-8")
+        paths.append(path)
+    return compare_reports(load_report(paths[0]), load_report(paths[1])), a, b
+
+
+@browser_test
+def test_compare_page_numbers_flips_and_answers_side_by_side(
+    open_page: Any, tmp_path: Path
+) -> None:
+    comparison, a, b = _two_reports(tmp_path)
+    opened = open_page(render_compare_html(comparison), name="compare.html")
+    page = opened.page
+    numbers = _numbers(page)
+    paired = comparison.paired()
+    assert {k.partition(".")[2]: v for k, v in numbers.items() if k.startswith("paired.")} == {
+        **{k: v for k, v in paired.items() if k not in ("cases", "a_final_pass_rate",
+                                                         "b_final_pass_rate", "difference_ci95")},
+        "difference_ci95.0": paired["difference_ci95"][0],
+        "difference_ci95.1": paired["difference_ci95"][1],
+    }  # fmt: skip
+    assert numbers["a.setup.model"] == SETUP["model"]
+    assert numbers["b.setup.temperature"] == 0.2
+    differs = page.eval_on_selector_all(
+        "#setups tr",
+        "rows => rows.filter(r => r.querySelector('td.differs'))"
+        ".map(r => r.querySelector('th').textContent)",
+    )
+    assert differs == ["model", "temperature"]
+    for side, data in (("a", a), ("b", b)):
+        ran = [r for r in data["results"] if r["error"] is None]
+        passed = sum(r["passed_final"] for r in ran)
+        assert numbers[f"{side}.final_pass_rate"] == pytest.approx(passed / len(ran))
+    page.click('[data-filter="regressed"]')
+    assert _ids_shown(page) == comparison.regressed
+    first = page.locator("details.case").first
+    first.locator(":scope > summary").click()
+    wanted = comparison.regressed[0]
+    answers = first.locator("pre.answer").all_text_contents()
+    expected = [
+        next(c for c in r.cases if c.id == wanted).answer for r in (comparison.a, comparison.b)
+    ]
+    assert answers == expected
+    page.click('[data-filter="only_b"]')
+    assert _ids_shown(page) == ["only-in-b"]
+    assert "Not in this report." in page.text_content("#cases")
+    page.click('[data-filter="all"]')
+    page.click("#expand-all")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.eval_on_selector_all("img", "els => els.length") == 0
+    shot = tmp_path / "eval-compare.png"
+    page.screenshot(path=str(shot), full_page=True)
+    _keep(shot)
     opened.assert_offline()
 
 
