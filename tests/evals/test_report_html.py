@@ -208,7 +208,7 @@ def _ids_shown(page: Any) -> list[str]:
 def _wait_shown(page: Any, count: int) -> None:
     # The search waits for a pause in the typing: wait for its result, not for a time.
     page.wait_for_function(
-        "n => document.getElementById('case-shown').textContent === String(n)",
+        "n => document.getElementById('case-shown').textContent === n.toLocaleString('en-US')",
         arg=count,
         timeout=20_000,
     )
@@ -405,15 +405,30 @@ def test_filters_and_search_pick_cases(open_page: Any) -> None:
 
 
 @browser_test
-def test_ten_thousand_cases_one_page_in_the_dom(open_page: Any) -> None:
+def test_ten_thousand_cases_one_page_in_the_dom(open_page: Any, tmp_path: Path) -> None:
     data = make_report(n_cases=10_000)
     results = data["results"]
+    results[2]["attempts"][-1]["answer"] = HUGE_ANSWER  # near the top, for the picture
     opened = open_page(render_eval_html(data), name="big.html")
     page = opened.page
     # The DOM holds one page of rows, not 10,000.
     assert _ids_shown(page) == [r["id"] for r in results[:PAGE_SIZE]]
     pages = -(-len(results) // PAGE_SIZE)
-    assert page.inner_text("#page-info") == f"cases 1–{PAGE_SIZE} of 10000 · page 1 of {pages}"
+    assert page.inner_text("#page-info") == f"cases 1–{PAGE_SIZE} of 10,000 · page 1 of {pages}"
+    # The guide's picture of the case list: the pager, and the case with the huge answer open.
+    page.locator("#case-2 > summary").click()
+    top_of_list = page.locator("#case-list").evaluate(
+        "e => e.getBoundingClientRect().top + window.scrollY"
+    )
+    cases = tmp_path / "eval-report-cases.png"
+    page.screenshot(
+        path=str(cases),
+        full_page=True,
+        clip={"x": 0, "y": top_of_list - 12, "width": 1280, "height": 1480},
+    )
+    _keep(cases)
+    assert "Cut: the page shows the first" in page.inner_text("#case-2")
+    page.locator("#case-2 > summary").click()
     page.click("#page-next")
     assert _ids_shown(page) == [r["id"] for r in results[PAGE_SIZE : 2 * PAGE_SIZE]]
     page.click("#page-last")
@@ -633,26 +648,28 @@ def test_a_run_page_of_many_items_is_paged(open_page: Any) -> None:
 # --- the compare page ---------------------------------------------------------------------------
 
 
-def _two_reports(tmp_path: Path) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def _two_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     a = {**make_report(seed=17), "setup": SETUP}
     b = {
         **make_report(seed=21),
         "setup": {**SETUP, "model": "local qwen2.5-coder-1.5b", "temperature": 0.2},
     }
     b["results"] = [*b["results"][:38], dict(b["results"][5], id="only-in-b")]
+    monkeypatch.chdir(tmp_path)  # the page names the files as given: short names
     paths = []
-    for name, data in (("a.json", a), ("b.json", b)):
-        path = tmp_path / name
-        path.write_text(json.dumps(data), encoding="utf-8")
-        paths.append(path)
+    for name, data in (("qwen-0.5b.json", a), ("qwen-1.5b.json", b)):
+        Path(name).write_text(json.dumps(data), encoding="utf-8")
+        paths.append(Path(name))
     return compare_reports(load_report(paths[0]), load_report(paths[1])), a, b
 
 
 @browser_test
 def test_compare_page_numbers_flips_and_answers_side_by_side(
-    open_page: Any, tmp_path: Path
+    open_page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    comparison, a, b = _two_reports(tmp_path)
+    comparison, a, b = _two_reports(tmp_path, monkeypatch)
     opened = open_page(render_compare_html(comparison), name="compare.html")
     page = opened.page
     numbers = _numbers(page)
@@ -677,14 +694,17 @@ def test_compare_page_numbers_flips_and_answers_side_by_side(
         assert numbers[f"{side}.final_pass_rate"] == pytest.approx(passed / len(ran))
     page.click('[data-filter="regressed"]')
     assert _ids_shown(page) == comparison.regressed
-    first = page.locator("details.case").first
+    first = page.locator("details.case").nth(1)
     first.locator(":scope > summary").click()
-    wanted = comparison.regressed[0]
+    wanted = comparison.regressed[1]
     answers = first.locator("pre.answer").all_text_contents()
     expected = [
         next(c for c in r.cases if c.id == wanted).answer for r in (comparison.a, comparison.b)
     ]
     assert answers == expected
+    shot = tmp_path / "eval-compare.png"
+    page.screenshot(path=str(shot), full_page=True)
+    _keep(shot)
     page.click('[data-filter="only_b"]')
     assert _ids_shown(page) == ["only-in-b"]
     assert "Not in this report." in page.text_content("#cases")
@@ -692,9 +712,6 @@ def test_compare_page_numbers_flips_and_answers_side_by_side(
     page.click("#expand-all")
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.eval_on_selector_all("img", "els => els.length") == 0
-    shot = tmp_path / "eval-compare.png"
-    page.screenshot(path=str(shot), full_page=True)
-    _keep(shot)
     opened.assert_offline()
 
 

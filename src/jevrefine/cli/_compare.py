@@ -29,6 +29,7 @@ from ..evals._compare import (
     compare_reports,
     load_report,
 )
+from ..evals._page import fact_text
 from ..evals._setup import SETUP_LABELS
 from ..exceptions import UserError
 from ._config import ConfigError
@@ -47,7 +48,12 @@ def add_compare_command(commands: Any) -> None:
     parser = commands.add_parser(
         "compare",
         help="compare two eval reports (--json files) of the same cases: pass rates and flips",
-        description=__doc__.splitlines()[0],
+        description="Compare two eval reports (written by jevrefine eval --json) of the same "
+        "cases: both setups, their pass rates, the paired difference of the final pass rates "
+        "and the cases that flipped. Runs no model.",
+        epilog="exit status: 0 when the reports were compared (whichever is better); 2 for bad "
+        "input (a file that is no report, reports that share no case, an output that is an "
+        "input), with nothing written",
     )
     parser.add_argument("a", metavar="A.json", help="the reference report (jevrefine eval --json)")
     parser.add_argument("b", metavar="B.json", help="the report compared with it")
@@ -66,6 +72,7 @@ def add_compare_command(commands: Any) -> None:
     parser.add_argument(
         "--max-mb",
         type=int,
+        metavar="N",
         default=DEFAULT_MAX_BYTES // 2**20,
         help="the largest report file read, in MiB (default %(default)s)",
     )
@@ -180,7 +187,8 @@ def format_comparison(comparison: Comparison, *, show_all: bool = False) -> str:
         for case_a, case_b in shown:
             lines.append(f"  {plain(case_a.id, width - 4)}")
             lines.append(
-                f"    A: {_answer(case_a, column - 6):<{column - 3}}B: {_answer(case_b, column)}"
+                f"    A: {_answer(case_a, column - 6):<{column - 3}}"
+                f"B: {_answer(case_b, column - 6)}"
             )
         lines += _more(len(pairs), len(shown))
     for title, cases in (
@@ -221,10 +229,7 @@ def _setup_text(setup: dict[str, Any] | None, key: str) -> str:
         return "(not recorded)"
     if key not in setup:
         return "–"
-    value = setup[key]
-    if value is None:
-        return "default"
-    return plain(str(value), 60)
+    return plain(fact_text(key, setup[key]), 60)
 
 
 def _paired_lines(comparison: Comparison) -> list[str]:

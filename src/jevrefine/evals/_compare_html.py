@@ -20,6 +20,7 @@ from ._page import (
     before_after_svg,
     case_id_text,
     esc,
+    fact_text,
     int_text,
     lift_svg,
     list_panel,
@@ -153,21 +154,11 @@ def _setup_row(label: str, key: str, values: list[Any]) -> str:
     differs = values[0] != values[1] and key not in ("path", "setup.date")
     cells = []
     for side, value in zip("ab", values, strict=True):
-        text = "–" if value is _ABSENT else _value_text(value)
+        text = "–" if value is _ABSENT else fact_text(key.rpartition(".")[2], value)
         shown = None if value is _ABSENT else value
         cls = "differs" if differs else ""
         cells.append(f'<td class="{cls}">{number(f"{side}.{key}", shown, text)}</td>')
     return f"<tr><th>{esc(label)}</th>{''.join(cells)}</tr>"
-
-
-def _value_text(value: object) -> str:
-    if value is None:
-        return "default"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return int_text(value)
-    return str(value)
 
 
 def _headline(comparison: Comparison) -> str:

@@ -49,6 +49,7 @@ __all__ = [
     "case_id_text",
     "clean",
     "esc",
+    "fact_text",
     "facts_panel",
     "histogram_items",
     "histogram_svg",
@@ -164,6 +165,7 @@ th{font-size:12px;text-transform:uppercase;letter-spacing:.05em;color:var(--mute
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 td.differs{background:var(--warn-bg)}
 th.side{text-transform:none;letter-spacing:0;font-size:13px;color:var(--ink)}
+.setups th:first-child{width:150px;white-space:nowrap}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
 font-size:13px}
 .rate{display:flex;gap:8px;align-items:center;justify-content:flex-end}
@@ -191,6 +193,7 @@ details.case>summary{display:grid;gap:12px;
 grid-template-columns:96px minmax(70px,150px) 150px 110px minmax(0,1fr);align-items:center;
 padding:8px 12px;cursor:pointer;list-style:none}
 details.case>summary::-webkit-details-marker{display:none}
+details.case>summary>.chip{justify-self:start}
 details.case>summary:hover{background:var(--soft);border-radius:10px}
 details.case[open]>summary{border-bottom:1px solid var(--line);border-radius:10px 10px 0 0}
 .cid{font-weight:600;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;unicode-bidi:isolate}
@@ -203,8 +206,7 @@ unicode-bidi:isolate}
 .attempt.chosen{border-left-color:var(--accent)}
 .attempt .head{display:flex;gap:8px;align-items:center;flex-wrap:wrap;margin-bottom:6px}
 .pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px}
-.pair h3{font-size:13px;margin:4px 0;color:var(--muted);text-transform:uppercase;
-letter-spacing:.05em}
+.pair h3{font-size:13.5px;margin:4px 0;color:var(--muted)}
 .msg .role{font-size:12px;font-weight:600;color:var(--muted)}
 .facts-case{font-size:13px;margin:8px 0 0}
 .field{margin:6px 0}.field>.name{font-size:12px;font-weight:600;color:var(--muted);
@@ -249,6 +251,7 @@ _JS = """
     if (text !== undefined && text !== null) { node.textContent = String(text); }
     return node;
   }
+  function count(n) { return n.toLocaleString("en-US"); }
   function chip(text, tone) { return el("span", tone ? "chip " + tone : "chip", text); }
   function mark(value) {
     return value === true ? chip("pass", "pass") : value === false ? chip("fail", "fail") :
@@ -374,10 +377,11 @@ _JS = """
     for (var k = start; k < end; k++) { fragment.appendChild(row(matches[k])); }
     if (!matches.length) { fragment.appendChild(el("p", "empty", "No " + data.noun + " match.")); }
     list.replaceChildren(fragment);
-    shown.textContent = String(matches.length);
+    shown.textContent = count(matches.length);
     info.textContent = matches.length ?
-      data.noun + " " + (start + 1) + "\\u2013" + end + " of " + matches.length +
-        " \\u00b7 page " + (page + 1) + " of " + pages : "page 1 of 1";
+      data.noun + " " + count(start + 1) + "\\u2013" + count(end) + " of " +
+        count(matches.length) + " \\u00b7 page " + count(page + 1) + " of " + count(pages) :
+      "page 1 of 1";
     document.getElementById("page-first").disabled = page === 0;
     document.getElementById("page-prev").disabled = page === 0;
     document.getElementById("page-next").disabled = page >= pages - 1;
@@ -728,7 +732,7 @@ def facts_panel(
     for key in order:
         value = facts[key]
         label = labels.get(key, str(key))
-        text = _fact_text(key, value)
+        text = fact_text(key, value)
         # A long value (a model's description, a path) takes two columns rather than wrapping.
         wide = ' class="wide"' if len(text) > 18 else ""
         items.append(
@@ -747,7 +751,8 @@ def _fact_value(value: object) -> object:
     return short(_json_text(value), VALUE_CHARS)
 
 
-def _fact_text(key: str, value: object) -> str:
+def fact_text(key: str, value: object) -> str:
+    """A setup value as a header shows it: None reads "default", dates read as UTC."""
     if value is None:
         return "default"
     if key == "date" and isinstance(value, str) and _ISO_UTC.fullmatch(value):
@@ -917,7 +922,7 @@ def status_toolbar(
         + "".join(buttons)
         + f'<input id="case-search" type="search" placeholder="Search ids, answers, feedback"'
         f' aria-label="search the {esc(noun)}"></div>'
-        f'<p class="note">Showing <span id="case-shown">{total}</span> of {total:,} {esc(noun)}, '
+        f'<p class="note">Showing <span id="case-shown">{total:,}</span> of {total:,} {esc(noun)}, '
         f"{PAGE_SIZE} a page. Click a row to open it.</p>{pager}"
     )
 
