@@ -1,7 +1,7 @@
 """`jevrefine run --report FILE.html` end to end on the fake OpenAI and Jev servers.
 
-The page is read back with the standard library's HTML parser: its `data-key`/`data-value` numbers
-and its one row per item (`data-case-id`). The browser test of the same page kind is in
+The page is read back with the standard library's HTML parser: its `data-key`/`data-value` numbers,
+and its one row per item from the page's JSON island. The browser test of the same page kind is in
 tests/evals/test_report_html.py.
 """
 
@@ -23,6 +23,7 @@ from cli_support import (
     use_keys,
     write_jsonl,
 )
+from evals.report_fixture import page_rows
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer
 
 
@@ -37,15 +38,14 @@ class _Page(HTMLParser):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.numbers: dict[str, Any] = {}
-        self.ids: list[str] = []
         self.feed(text)
+        self.rows = page_rows(text)
+        self.ids: list[str] = [row["i"] for row in self.rows]
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = dict(attrs)
         if found.get("data-key") is not None:
             self.numbers[str(found["data-key"])] = json.loads(str(found["data-value"]))
-        if tag == "details" and found.get("data-case-id") is not None:
-            self.ids.append(str(found["data-case-id"]))
 
 
 async def test_the_report_shows_every_row_with_the_summary_numbers(tmp_path: Path) -> None:
@@ -73,9 +73,15 @@ async def test_the_report_shows_every_row_with_the_summary_numbers(tmp_path: Pat
     assert page.numbers["attempts_histogram.2"] == 1
     assert page.numbers["summary.resumed"] == 0
     assert page.numbers["summary.bad_lines"] == 0
-    assert '<script>alert("x")</script>' not in text  # the echoed prompt is text, not markup
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in text
+    assert "<script>alert" not in text  # the echoed prompt is data, not markup
+    answers = {row["i"]: row["b"][-2][2][1] for row in page.rows}  # the answer, before the facts
+    assert 'a bad one <script>alert("x")</script>' in answers["<q-bad>"]
     assert SECRET not in text
+    # The header says what made the page: the model, the settings, when, with what.
+    assert page.numbers["summary.input"] == str(source)
+    assert {"summary.max_attempts", "summary.date", "summary.jevrefine", "summary.python"} <= set(
+        page.numbers
+    )
 
 
 async def test_a_resumed_run_reports_every_row_of_its_output(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ per-case results, as the contract defines it, so a page that shows the numbers r
 numbers that agree with its own case list. Some answers are hostile on purpose: markup, quotes,
 unicode and bidi controls, an empty answer, and one huge answer.
 
-`python tests/evals/report_fixture.py out.json` writes it as JSON.
+`python tests/evals/report_fixture.py out.json` writes it as JSON. `page_rows(page)` reads the
+rows a report page draws back from its JSON island (for tests without a browser).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import sys
 from typing import Any
 
@@ -303,6 +305,42 @@ def _quantile(ordered: list[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+ISLAND = re.compile(r'<script type="application/json" id="rows-data">(.*?)</script>', re.S)
+
+
+def page_island(page: str) -> dict[str, Any]:
+    """The JSON island of a report page: `page_size`, `noun`, `statuses` and `rows`."""
+    found = ISLAND.findall(page)
+    assert len(found) == 1, "a report page holds exactly one rows island"
+    assert "<" not in found[0], "the island holds no '<': no text can end it"
+    data: dict[str, Any] = json.loads(found[0])
+    return data
+
+
+def page_rows(page: str) -> list[dict[str, Any]]:
+    """The rows a report page draws (each: `i` id, `s` status, `f`, `n`, `p` snippet, `b` body)."""
+    rows: list[dict[str, Any]] = page_island(page)["rows"]
+    return rows
+
+
+def row_texts(row: dict[str, Any], name: str = "answer") -> list[str]:
+    """The texts of a row's fields called `name` (in attempts and pairs too), in order."""
+    found: list[str] = []
+
+    def walk(blocks: list[Any]) -> None:
+        for block in blocks:
+            if block[0] == "text" and block[1] == name:
+                found.append(block[2][1])
+            elif block[0] == "attempt":
+                found.extend(view[1] for field, view in block[1]["fields"] if field == name)
+            elif block[0] == "pair":
+                for _, side in block[1]:
+                    walk(side)
+
+    walk(row["b"])
+    return found
 
 
 if __name__ == "__main__":

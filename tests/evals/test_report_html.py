@@ -2,7 +2,10 @@
 
 Each page is opened as `file://` with every request and every Content-Security-Policy violation
 recorded: the tests check that the summary numbers in the DOM equal the JSON, that a case opens to
-its attempts, that hostile strings stay text, and that nothing is fetched. The screenshot is kept
+its attempts, that hostile strings stay text, and that nothing is fetched; and, for a page of
+10,000 cases, that the DOM holds one page of rows, the pager and the search reach every case, and a
+long answer is cut with a note. (How fast such a page opens is measured, not asserted:
+benchmarks/bench_report_page.py.) The screenshot is kept
 in the test's tmp dir and, when `JEVREFINE_ARTIFACTS` names a folder, copied there.
 
 Chromium: `JEVREFINE_CHROMIUM`, else `chromium` on the PATH (`.ci/run` installs Debian's package).
@@ -11,7 +14,6 @@ Without it the browser tests skip, except under `CI=true`, where they fail.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -27,9 +29,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evals.report_fixture import HOSTILE_IMG, HOSTILE_SCRIPT, HUGE_ANSWER, make_report
-from jevrefine.evals import _html
+from evals.report_fixture import (
+    HOSTILE_IMG,
+    HOSTILE_SCRIPT,
+    HUGE_ANSWER,
+    make_report,
+    page_island,
+    page_rows,
+    row_texts,
+)
+from jevrefine.evals import EvalReport, _html, _page
+from jevrefine.evals._compare import compare_reports, load_report
+from jevrefine.evals._compare_html import render_compare_html
 from jevrefine.evals._html import render_eval_html, render_run_html
+from jevrefine.evals._page import CUT_CHARS, PAGE_SIZE
+from jevrefine.evals._setup import report_setup
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -101,7 +115,7 @@ class Opened:
 
     def assert_offline(self) -> None:
         """Only the page itself was requested, no policy was broken, and no script failed."""
-        assert self.requests == [self.url]
+        assert self.requests == [self.url.split("#")[0]]
         assert self.violations() == []
         assert self.errors == []
 
@@ -110,7 +124,9 @@ class Opened:
 def open_page(browser: Any, tmp_path: Path) -> Iterator[Any]:
     contexts: list[Any] = []
 
-    def opener(page_html: str, *, name: str = "report.html", dark: bool = False) -> Opened:
+    def opener(
+        page_html: str, *, name: str = "report.html", dark: bool = False, fragment: str = ""
+    ) -> Opened:
         path = tmp_path / name
         path.write_text(page_html, encoding="utf-8")
         context = browser.new_context(
@@ -119,9 +135,9 @@ def open_page(browser: Any, tmp_path: Path) -> Iterator[Any]:
         contexts.append(context)
         context.add_init_script(RECORD_VIOLATIONS)
         page = context.new_page()
-        opened = Opened(page, path.as_uri())
+        opened = Opened(page, path.as_uri() + fragment)
         # Every request is recorded; any that would leave the file is refused, not sent.
-        page.on("request", lambda request: opened.requests.append(request.url))
+        page.on("request", lambda request: opened.requests.append(request.url.split("#")[0]))
         page.on("pageerror", lambda error: opened.errors.append(str(error)))
         context.route(
             "**/*",
@@ -179,6 +195,25 @@ SUMMARY_KEYS = {
 }  # fmt: skip
 
 
+SETUP = report_setup(
+    model="local qwen2.5-coder-0.5b on llama.cpp", cases_file="examples/evals/cases.jsonl",
+    judge="asserts", max_attempts=3, temperature=None, max_tokens=160, concurrency=1,
+)  # fmt: skip
+
+
+def _ids_shown(page: Any) -> list[str]:
+    return list(page.eval_on_selector_all("details.case", "els => els.map(e => e.dataset.caseId)"))
+
+
+def _wait_shown(page: Any, count: int) -> None:
+    # The search waits for a pause in the typing: wait for its result, not for a time.
+    page.wait_for_function(
+        "n => document.getElementById('case-shown').textContent === n.toLocaleString('en-US')",
+        arg=count,
+        timeout=20_000,
+    )
+
+
 # --- the eval page ------------------------------------------------------------------------------
 
 
@@ -220,6 +255,35 @@ def test_summary_numbers_in_the_dom_equal_the_json(open_page: Any) -> None:
         headline.replace(" ", "").replace("\n", "")
     )
     assert "3 errored cases are left out" in headline
+    # A report without its setup says so where the header would be.
+    assert "No setup recorded" in page.inner_text("#setup")
+    opened.assert_offline()
+
+
+@browser_test
+def test_the_header_says_what_made_the_report(open_page: Any) -> None:
+    data = {**make_report(), "setup": SETUP}
+    opened = open_page(render_eval_html(data))
+    page = opened.page
+    setup = {k.partition(".")[2]: v for k, v in _numbers(page).items() if k.startswith("setup.")}
+    assert setup == SETUP
+    header = page.locator("#setup")
+    for label, text in [
+        ("model", "local qwen2.5-coder-0.5b on llama.cpp"),
+        ("case file", "examples/evals/cases.jsonl"),
+        ("loop judge", "asserts"),
+        ("max attempts", "3"),
+        ("temperature", "default"),
+        ("max tokens", "160"),
+        ("concurrency", "1"),
+        ("jevrefine", SETUP["jevrefine"]),
+        ("Python", SETUP["python"]),
+    ]:
+        item = header.locator("dl > div").filter(has=page.locator("dt", has_text=label)).first
+        assert item.locator("dd").inner_text() == text, label
+    written = SETUP["date"].replace("T", " ")[:-1] + " UTC"
+    assert written in header.inner_text()
+    assert page.title() == "jevrefine eval: cases.jsonl"  # two saved pages tell apart by name
     opened.assert_offline()
 
 
@@ -265,15 +329,15 @@ def test_hostile_strings_stay_text(open_page: Any) -> None:
     page = opened.page
     page.click("#expand-all")
     assert page.evaluate("typeof window.__pwned") == "undefined"
-    assert page.eval_on_selector_all("script", "els => els.length") == 1  # the page's own
+    scripts = page.eval_on_selector_all("script", "els => els.map(e => e.type)")
+    assert sorted(scripts) == ["", "application/json"]  # the page's own, and its data
     assert page.eval_on_selector_all("img", "els => els.length") == 0
     answers = page.eval_on_selector_all("pre.answer", "els => els.map(e => e.textContent)")
     hostile = next(a for a in answers if HOSTILE_SCRIPT in a)
     assert HOSTILE_IMG in hostile
     assert "\"quoted\" & 'single' <b>bold</b>" in hostile
     assert any("東京 ☃ 🧪 café" in a and "\u202e" in a for a in answers)
-    ids = page.eval_on_selector_all("details.case", "els => els.map(e => e.dataset.caseId)")
-    assert ids == [r["id"] for r in data["results"]]
+    assert _ids_shown(page) == [r["id"] for r in data["results"]]
     errors = page.eval_on_selector_all("pre.error", "els => els.map(e => e.textContent)")
     assert any("<html><script>alert(1)</script>" in e for e in errors)
     assert page.title() == '<script>window.__pwned = 4</script>"'
@@ -281,7 +345,7 @@ def test_hostile_strings_stay_text(open_page: Any) -> None:
 
 
 @browser_test
-def test_a_huge_answer_is_clipped_and_kept_whole(open_page: Any) -> None:
+def test_a_huge_answer_is_cut_with_a_note(open_page: Any) -> None:
     data = make_report()
     position = next(
         i
@@ -292,19 +356,26 @@ def test_a_huge_answer_is_clipped_and_kept_whole(open_page: Any) -> None:
     page = opened.page
     case = page.locator(f"#case-{position}")
     case.locator(":scope > summary").click()
-    clip = case.locator(".clip").filter(has_text="Line 3999:")
-    answer = clip.locator("pre.answer")
-    assert answer.text_content() == HUGE_ANSWER  # clipped on screen, never shortened
+    answer = case.locator("pre.answer").filter(has_text="Line 3:").last
+    shown = answer.text_content()
+    assert shown == HUGE_ANSWER[:CUT_CHARS]  # the page holds the start of it, not all 4,000 lines
+    note = case.locator("p.cut").inner_text()
+    assert note == (
+        f"Cut: the page shows the first {CUT_CHARS:,} of {len(HUGE_ANSWER):,} characters, "
+        "4,001 lines. The whole text is in the report's JSON file (--json) and the rows file "
+        "(--out)."
+    )
+    # What the page holds opens clipped, with a toggle.
     height = "e => [e.clientHeight, e.scrollHeight]"
-    shown, whole = answer.evaluate(height)
-    assert shown < 600 < whole
-    toggle = clip.locator("details.more > summary")
+    visible, whole = answer.evaluate(height)
+    assert visible < 600 < whole
+    toggle = case.locator(".clip > details.more > summary").last
     before = "e => getComputedStyle(e, '::before').content + e.textContent"
-    lines = HUGE_ANSWER.count("\n") + 1
-    assert toggle.evaluate(before) == f'"show all "{len(HUGE_ANSWER):,} characters, {lines:,} lines'
+    lines = shown.count("\n") + 1
+    assert toggle.evaluate(before) == f'"show all "{CUT_CHARS:,} characters, {lines:,} lines'
     toggle.click()
-    shown, whole = answer.evaluate(height)
-    assert shown == whole
+    visible, whole = answer.evaluate(height)
+    assert visible == whole
     assert toggle.evaluate(before).startswith('"show less of "')
     opened.assert_offline()
 
@@ -314,25 +385,79 @@ def test_filters_and_search_pick_cases(open_page: Any) -> None:
     data = make_report()
     opened = open_page(render_eval_html(data))
     page = opened.page
-
-    def visible() -> list[str]:
-        return list(
-            page.eval_on_selector_all(
-                "details.case", "els => els.filter(e => !e.hidden).map(e => e.dataset.caseId)"
-            )
-        )
-
     page.click('[data-filter="degraded"]')
     degraded = [r["id"] for r in data["results"] if r["passed_baseline"] and not r["passed_final"]]
     assert len(degraded) == data["degraded"]
-    assert visible() == degraded
+    assert _ids_shown(page) == degraded
     assert page.inner_text("#case-shown") == str(len(degraded))
     page.click('[data-filter="error"]')
-    assert len(visible()) == data["errors"]
+    assert len(_ids_shown(page)) == data["errors"]
     page.click('[data-filter="all"]')
+    cities = [r["id"] for r in data["results"] if r["id"].startswith("json-city")]
     page.fill("#case-search", "JSON-CITY")
-    assert visible()
-    assert all(case_id.startswith("json-city") for case_id in visible())
+    _wait_shown(page, len(cities))
+    assert _ids_shown(page) == cities
+    page.fill("#case-search", "no case says this")
+    _wait_shown(page, 0)
+    assert _ids_shown(page) == []
+    assert "No cases match" in page.inner_text("#cases")
+    opened.assert_offline()
+
+
+@browser_test
+def test_ten_thousand_cases_one_page_in_the_dom(open_page: Any, tmp_path: Path) -> None:
+    data = make_report(n_cases=10_000)
+    results = data["results"]
+    results[2]["attempts"][-1]["answer"] = HUGE_ANSWER  # near the top, for the picture
+    opened = open_page(render_eval_html(data), name="big.html")
+    page = opened.page
+    # The DOM holds one page of rows, not 10,000.
+    assert _ids_shown(page) == [r["id"] for r in results[:PAGE_SIZE]]
+    pages = -(-len(results) // PAGE_SIZE)
+    assert page.inner_text("#page-info") == f"cases 1–{PAGE_SIZE} of 10,000 · page 1 of {pages}"
+    # The guide's picture of the case list: the pager, and the case with the huge answer open.
+    page.locator("#case-2 > summary").click()
+    top_of_list = page.locator("#case-list").evaluate(
+        "e => e.getBoundingClientRect().top + window.scrollY"
+    )
+    cases = tmp_path / "eval-report-cases.png"
+    page.screenshot(
+        path=str(cases),
+        full_page=True,
+        clip={"x": 0, "y": top_of_list - 12, "width": 1280, "height": 1480},
+    )
+    _keep(cases)
+    assert "Cut: the page shows the first" in page.inner_text("#case-2")
+    page.locator("#case-2 > summary").click()
+    page.click("#page-next")
+    assert _ids_shown(page) == [r["id"] for r in results[PAGE_SIZE : 2 * PAGE_SIZE]]
+    page.click("#page-last")
+    assert _ids_shown(page) == [r["id"] for r in results[(pages - 1) * PAGE_SIZE :]]
+    assert page.is_disabled("#page-next")
+    # The search reaches a case on page 40 of the full list, and it opens to its attempts.
+    position = 39 * PAGE_SIZE + 7
+    wanted = results[position]
+    page.fill("#case-search", wanted["id"].upper())
+    _wait_shown(page, 1)
+    assert _ids_shown(page) == [wanted["id"]]
+    case = page.locator(f"#case-{position}")
+    case.locator(":scope > summary").click()
+    assert case.locator(".attempt").count() == len(wanted["attempts"])
+    assert page.eval_on_selector_all("details.case", "els => els.length") == 1
+    opened.assert_offline()
+
+
+@browser_test
+def test_a_link_to_a_case_opens_it_on_its_page(open_page: Any) -> None:
+    data = make_report(n_cases=2_000)
+    position = 1_234
+    opened = open_page(render_eval_html(data), name="link.html", fragment=f"#case-{position}")
+    page = opened.page
+    case = page.locator(f"#case-{position}")
+    assert case.evaluate("e => e.open")
+    page_of = position // PAGE_SIZE
+    shown = [r["id"] for r in data["results"][page_of * PAGE_SIZE : (page_of + 1) * PAGE_SIZE]]
+    assert _ids_shown(page) == shown
     opened.assert_offline()
 
 
@@ -370,13 +495,14 @@ def test_an_undefined_kappa_and_an_empty_report_render(open_page: Any) -> None:
     opened = open_page(render_eval_html(empty), name="empty.html")
     assert _numbers(opened.page)["cases"] == 0
     assert "No scored cases" in opened.page.inner_text("#attempts")
+    assert opened.page.inner_text("#page-info") == "page 1 of 1"
     opened.assert_offline()
 
 
 @browser_test
 def test_screenshot_of_the_page(open_page: Any, tmp_path: Path) -> None:
-    data = make_report()
-    page_html = render_eval_html(data, title="jevrefine eval: cases.jsonl")
+    data = {**make_report(), "setup": SETUP}
+    page_html = render_eval_html(data)
     opened = open_page(page_html)
     page = opened.page
     # Nothing is wider than the window: no sideways scrolling on a laptop screen.
@@ -417,9 +543,12 @@ def test_the_guards_catch_a_request_and_a_broken_escape(
     assert "http://127.0.0.1:9/pixel.png" in plain.requests
     with pytest.raises(AssertionError):
         plain.assert_offline()
-    # With escaping broken, the policy still stops the injected scripts, and the guards see it.
-    monkeypatch.setattr(_html, "_esc", lambda value: str(value))
-    broken = open_page(render_eval_html(make_report()), name="broken.html")
+    # With escaping broken (the markup's, and the island's `<`), the policy still stops the
+    # injected scripts, and the guards see it.
+    monkeypatch.setattr(_page, "esc", lambda value: str(value))
+    monkeypatch.setattr(_html, "esc", lambda value: str(value))
+    monkeypatch.setattr(_page, "island_json", lambda value: json.dumps(value, ensure_ascii=False))
+    broken = open_page(render_eval_html(make_report(), title=HOSTILE_IMG), name="broken.html")
     assert broken.page.evaluate("typeof window.__pwned") == "undefined"
     violations = broken.violations()
     assert "script-src-elem inline" in violations
@@ -462,12 +591,9 @@ def _run_rows() -> list[dict[str, Any]]:
 @browser_test
 def test_run_page_numbers_and_rows(open_page: Any, tmp_path: Path) -> None:
     rows = _run_rows()
-    summary = {
-        "model": "fake-model at <127.0.0.1>",
-        "resumed": 2,
-        "bad_lines": 1,
-        "wall_time_s": 3.5,
-    }
+    summary = report_setup(
+        model="fake-model at <127.0.0.1>", resumed=2, bad_lines=1, wall_time_s=3.5
+    )
     opened = open_page(render_run_html(rows, summary), name="run.html")
     page = opened.page
     numbers = _numbers(page)
@@ -483,24 +609,109 @@ def test_run_page_numbers_and_rows(open_page: Any, tmp_path: Path) -> None:
     assert f"{passed} of {len(judged)} judged items" in page.inner_text("#summary")
     outcomes = {k.partition(".")[2]: v for k, v in numbers.items() if k.startswith("outcomes.")}
     assert outcomes == {"passed": 9, "best_attempt": 3, "error": 1, "no judge": 1}
-    assert "already done (resumed): 2" in page.inner_text("#facts")
+    facts = page.locator("#facts dl > div")
+    resumed = facts.filter(has=page.locator("dt", has_text="already done (resumed)"))
+    assert resumed.locator("dd").inner_text() == "2"
+    assert facts.filter(has=page.locator("dt", has_text="Python")).count() == 1
     histogram = {
         key.rpartition(".")[2]: value
         for key, value in numbers.items()
         if key.startswith("attempts_histogram.")
     }
     assert histogram == {"1": 5, "2": 4, "3": 4}  # the errored row is left out
-    ids = page.eval_on_selector_all("details.case", "els => els.map(e => e.dataset.caseId)")
-    assert ids == [r["id"] for r in rows]
+    assert _ids_shown(page) == [r["id"] for r in rows]
     row = page.locator("#case-0")
     assert not row.locator("pre.answer").is_visible()
     row.locator(":scope > summary").click()
     assert row.locator("pre.answer").text_content() == rows[0]["answer"]
     assert page.locator("#case-12 pre.error").text_content() == rows[12]["error"]
     assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.inner_text("#page-info") == f"items 1–{len(rows)} of {len(rows)} · page 1 of 1"
     shot = tmp_path / "run-report.png"
     page.screenshot(path=str(shot), full_page=True)
     _keep(shot)
+    opened.assert_offline()
+
+
+@browser_test
+def test_a_run_page_of_many_items_is_paged(open_page: Any) -> None:
+    rows = [dict(_run_rows()[n % 12], id=f"item-{n}") for n in range(3_000)]
+    opened = open_page(render_run_html(rows, {}), name="many.html")
+    page = opened.page
+    assert _ids_shown(page) == [f"item-{n}" for n in range(PAGE_SIZE)]
+    page.fill("#case-search", "item-2999")
+    _wait_shown(page, 1)
+    assert _ids_shown(page) == ["item-2999"]
+    opened.assert_offline()
+
+
+# --- the compare page ---------------------------------------------------------------------------
+
+
+def _two_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    a = {**make_report(seed=17), "setup": SETUP}
+    b = {
+        **make_report(seed=21),
+        "setup": {**SETUP, "model": "local qwen2.5-coder-1.5b", "temperature": 0.2},
+    }
+    b["results"] = [*b["results"][:38], dict(b["results"][5], id="only-in-b")]
+    monkeypatch.chdir(tmp_path)  # the page names the files as given: short names
+    paths = []
+    for name, data in (("qwen-0.5b.json", a), ("qwen-1.5b.json", b)):
+        Path(name).write_text(json.dumps(data), encoding="utf-8")
+        paths.append(Path(name))
+    return compare_reports(load_report(paths[0]), load_report(paths[1])), a, b
+
+
+@browser_test
+def test_compare_page_numbers_flips_and_answers_side_by_side(
+    open_page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    comparison, a, b = _two_reports(tmp_path, monkeypatch)
+    opened = open_page(render_compare_html(comparison), name="compare.html")
+    page = opened.page
+    numbers = _numbers(page)
+    paired = comparison.paired()
+    assert {k.partition(".")[2]: v for k, v in numbers.items() if k.startswith("paired.")} == {
+        **{k: v for k, v in paired.items() if k not in ("cases", "a_final_pass_rate",
+                                                         "b_final_pass_rate", "difference_ci95")},
+        "difference_ci95.0": paired["difference_ci95"][0],
+        "difference_ci95.1": paired["difference_ci95"][1],
+    }  # fmt: skip
+    assert numbers["a.setup.model"] == SETUP["model"]
+    assert numbers["b.setup.temperature"] == 0.2
+    differs = page.eval_on_selector_all(
+        "#setups tr",
+        "rows => rows.filter(r => r.querySelector('td.differs'))"
+        ".map(r => r.querySelector('th').textContent)",
+    )
+    assert differs == ["model", "temperature"]
+    for side, data in (("a", a), ("b", b)):
+        ran = [r for r in data["results"] if r["error"] is None]
+        passed = sum(r["passed_final"] for r in ran)
+        assert numbers[f"{side}.final_pass_rate"] == pytest.approx(passed / len(ran))
+    page.click('[data-filter="regressed"]')
+    assert _ids_shown(page) == comparison.regressed
+    first = page.locator("details.case").nth(1)
+    first.locator(":scope > summary").click()
+    wanted = comparison.regressed[1]
+    answers = first.locator("pre.answer").all_text_contents()
+    expected = [
+        next(c for c in r.cases if c.id == wanted).answer for r in (comparison.a, comparison.b)
+    ]
+    assert answers == expected
+    shot = tmp_path / "eval-compare.png"
+    page.screenshot(path=str(shot), full_page=True)
+    _keep(shot)
+    page.click('[data-filter="only_b"]')
+    assert _ids_shown(page) == ["only-in-b"]
+    assert "Not in this report." in page.text_content("#cases")
+    page.click('[data-filter="all"]')
+    page.click("#expand-all")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.eval_on_selector_all("img", "els => els.length") == 0
     opened.assert_offline()
 
 
@@ -511,77 +722,101 @@ class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.tags: list[str] = []
+        self.scripts: list[dict[str, str | None]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
+        if tag == "script":
+            self.scripts.append(dict(attrs))
 
 
 def test_the_page_is_one_file_with_a_policy_that_forbids_loads() -> None:
     page = render_eval_html(make_report())
     parser = _Tags()
     parser.feed(page)
-    assert parser.tags.count("script") == 1
+    # The page's own script, and the rows' data (a type no browser runs).
+    assert parser.scripts == [{"type": "application/json", "id": "rows-data"}, {}]
     assert "img" not in parser.tags
     assert "default-src 'none'" in page
     assert "'unsafe-inline'" not in page
-    assert "http://" not in page.replace(html.escape(HOSTILE_IMG), "")
-    assert "https://" not in page
+    island = page_island(page)  # it holds no "<" at all
+    markup = _html_without_island(page)
+    assert "http://" not in markup
+    assert "https://" not in markup
+    assert island["page_size"] == PAGE_SIZE
+
+
+def _html_without_island(page: str) -> str:
+    start = page.index('<script type="application/json"')
+    return page[:start] + page[page.index("</script>", start) :]
 
 
 def test_text_that_is_no_valid_unicode_still_renders() -> None:
     data = make_report()
     data["results"][0]["attempts"][0]["answer"] = "half a pair: \ud83d and NUL \x00 end"
+    data["results"][1]["id"] = "id \udfff"
     page = render_eval_html(data)
     page.encode("utf-8")  # lone surrogates became U+FFFD, so the page can be written
-    assert "half a pair: \ufffd and NUL" in page
+    rows = page_rows(page)
+    assert row_texts(rows[0])[0] == "half a pair: \ufffd and NUL \x00 end"
+    assert rows[1]["i"] == "id \ufffd"
 
 
 @settings(max_examples=25, deadline=None)
 @given(answer=st.text(), case_id=st.text(min_size=1, max_size=40))
 def test_any_text_comes_back_as_the_same_text(answer: str, case_id: str) -> None:
-    def parsed(answer: str, case_id: str) -> _Texts:
-        data = make_report(n_cases=2)
-        data["results"][0]["id"] = case_id
-        data["results"][0]["attempts"][0]["answer"] = answer
-        parser = _Texts()
-        parser.feed(render_eval_html(data))
-        return parser
-
-    page = parsed(answer, case_id)
-    # Plain text of the same length and lines gives the page its shape (clipped or not).
-    plain = parsed("".join(c if c == "\n" else "a" for c in answer), "plain")
-    assert page.tags == plain.tags  # the text added no element
-    assert page.case_ids[0] == case_id
-    if answer:
-        assert page.answers[0] == answer
+    data = make_report(n_cases=2)
+    data["results"][0]["id"] = case_id
+    data["results"][0]["attempts"][0]["answer"] = answer
+    page = render_eval_html(data)
+    parser = _Tags()
+    parser.feed(page)
+    plain = make_report(n_cases=2)
+    plain_parser = _Tags()
+    plain_parser.feed(render_eval_html(plain))
+    assert parser.tags == plain_parser.tags  # the text added no element
+    row = page_rows(page)[0]
+    assert row["i"] == case_id
+    assert row_texts(row)[0] == (answer or "(empty)")
 
 
-class _Texts(HTMLParser):
-    """The tags of a page, its case ids, and the text of each answer's `<pre>`."""
+# Any JSON value in any field of a row: the pages render, and the island stays one JSON value.
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats() | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)  # fmt: skip
+_ROW_KEYS = [
+    "id", "input", "expected", "metadata", "assertion_types", "passed_baseline", "passed_final",
+    "chosen", "outcome", "error", "attempts", "model_tokens", "judge_tokens", "grader_tokens",
+    "latency_s", "line", "answer", "passed", "tokens",
+]  # fmt: skip
+_ATTEMPT = st.dictionaries(
+    st.sampled_from(
+        ["index", "answer", "judge_passed", "oracle_passed", "failed_assertions", "feedback",
+         "escalated"]
+    ),
+    _JSON,
+)  # fmt: skip
+_ROW = st.dictionaries(st.sampled_from(_ROW_KEYS), _JSON) | st.builds(
+    lambda row, attempts: {**row, "attempts": attempts},
+    st.dictionaries(st.sampled_from(_ROW_KEYS), _JSON),
+    st.lists(_ATTEMPT | _JSON, max_size=3),
+)
 
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.case_ids: list[str] = []
-        self.answers: list[str] = []
-        self._in_answer = False
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        found = dict(attrs)
-        if tag == "details" and found.get("data-case-id") is not None:
-            self.case_ids.append(str(found["data-case-id"]))
-        if tag == "pre" and found.get("class") == "answer":
-            self._in_answer = True
-            self.answers.append("")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "pre":
-            self._in_answer = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_answer:
-            self.answers[-1] += data
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(_ROW, max_size=4), summary=st.dictionaries(st.text(max_size=8), _JSON))
+def test_hostile_rows_render_and_the_island_stays_data(
+    rows: list[dict[str, Any]], summary: dict[str, Any]
+) -> None:
+    data = {**EvalReport(results=[]).to_dict(), "results": rows, "setup": summary}
+    for page in (render_eval_html(data), render_run_html(rows, summary)):
+        assert len(page_rows(page)) == len(rows)  # no "<" in the island, and it parses
+        page.encode("utf-8")
 
 
 def test_rows_with_only_the_pinned_keys_render() -> None:
@@ -591,4 +826,41 @@ def test_rows_with_only_the_pinned_keys_render() -> None:
     page = render_eval_html(data)
     assert ">assertions</th>" not in page  # no denominator column without the types
     assert "failed assertions: #0" in page
-    assert page.count('<details class="case"') == 40
+    assert len(page_rows(page)) == 40
+
+
+def test_the_page_is_bounded_however_long_the_answers() -> None:
+    # 60 MB of answers (40 cases, 3 attempts of 500,000 characters): the page cuts each one.
+    data = make_report()
+    for result in data["results"]:
+        for attempt in result["attempts"]:
+            attempt["answer"] = "word " * 100_000
+    answers = sum(len(a["answer"]) for r in data["results"] for a in r["attempts"])
+    assert answers > 30_000_000
+    page = render_eval_html(data)
+    assert len(page) < 2_000_000
+    texts = [t for row in page_rows(page) for t in row_texts(row)]
+    assert texts
+    assert all(len(t) <= CUT_CHARS for t in texts)
+
+
+def test_writing_the_page_and_the_json_holds_no_copy_of_the_answers(tmp_path: Path) -> None:
+    import tracemalloc
+
+    rows = make_report(n_cases=80)["results"]
+    for n, row in enumerate(rows):
+        for attempt in row["attempts"]:
+            attempt["answer"] = f"{n} " + "x" * 400_000
+    report = EvalReport(results=rows)
+    answers = sum(len(a["answer"]) for r in rows for a in r["attempts"])
+    assert answers > 20_000_000
+    for write in (report.write_html, report.write_json):
+        tracemalloc.start()
+        try:
+            write(tmp_path / "out")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        # Streamed: what writing allocates is far below the answers' size (no page-sized string).
+        assert peak < answers / 4, write.__name__
+    assert json.loads((tmp_path / "out").read_text()) == report.to_dict()

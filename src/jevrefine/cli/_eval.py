@@ -41,6 +41,7 @@ from ._io import check_paths, json_line, open_output
 from ._progress import AttemptCounter, Bar, Tally, console
 from ._providers import resolve_provider
 from ._run import _model_flags, batch_limits, config_of, limit_flags
+from ._setup import eval_setup
 
 if TYPE_CHECKING:
     from ..client import ChatClient
@@ -379,7 +380,11 @@ class _Eval:
                 out.close()
         rows = {row["id"]: row for row in report.results}
         full = EvalReport(
-            results=[rows.get(c.id) or done[c.id] for c in self.cases], judge=report.judge
+            results=[rows.get(c.id) or done[c.id] for c in self.cases],
+            judge=report.judge,
+            setup=eval_setup(
+                args, self.config, model=where if todo else None, concurrency=self._concurrency()
+            ),
         )
         self._write(full)
         self._summary(full, where)

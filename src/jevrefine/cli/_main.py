@@ -28,6 +28,7 @@ import pydantic
 from .._version import __version__
 from ..client import ChatClient
 from ..exceptions import JevrefineError
+from ._compare import add_compare_command, compare_command
 from ._eval import add_eval_command, eval_command
 from ._providers import Provider, add_provider_flags, open_chat_model, resolve_provider
 from ._run import add_commands as add_batch_commands
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_batch_commands(commands)
     add_eval_command(commands)
+    add_compare_command(commands)
     return parser
 
 
@@ -166,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "eval":
         return eval_command(args)
+    if args.command == "compare":
+        return compare_command(args)
     return run_batch_command(args)
 
 

@@ -59,6 +59,7 @@ from ._io import (
 )
 from ._progress import AttemptCounter, Bar, Tally, console
 from ._providers import add_provider_flags
+from ._setup import run_setup
 
 if TYPE_CHECKING:
     from ..client import PromptSpec
@@ -492,7 +493,7 @@ class _Batch:
         self.bar(None).advance(self.stats.fields())
 
     def _write_report(self, path: str, where: str) -> None:
-        from ..evals._html import render_run_html
+        from ..evals._html import write_run_html
 
         rows = self.report_rows
         if rows is None:
@@ -507,16 +508,17 @@ class _Batch:
 
             rows = output_rows(self.args.output, left_out)
         stats = self.stats
-        summary = {
-            "model": where,
-            "resumed": stats.resumed,
-            "bad_lines": stats.bad,
-            "wall_time_s": round(time.perf_counter() - stats.started, 3),
-        }
         name = os.path.basename(self.args.input) if self.args.input not in (None, "-") else "stdin"
-        page = render_run_html(rows, summary, title=f"jevrefine run: {name}")
+        summary = run_setup(
+            self.config,
+            model=where,
+            input=self.args.input or "-",
+            resumed=stats.resumed,
+            bad_lines=stats.bad,
+            wall_time_s=round(time.perf_counter() - stats.started, 3),
+        )
         with open(path, "w", encoding="utf-8") as file:
-            file.write(page)
+            write_run_html(rows, summary, file, title=f"jevrefine run: {name}")
 
     def _bad(self, bad: BadLine) -> None:
         self.stats.bad += 1

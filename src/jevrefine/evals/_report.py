@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from ._stats import cohen_kappa, newcombe_paired_ci, percentile
 
-__all__ = ["EvalReport", "JudgeMode"]
+__all__ = ["EvalReport", "JudgeMode", "pass_rates"]
 
 JudgeMode = Literal["asserts", "config", "judge", "none"]
 """What judged the refine loop: the case's assertions, the client's own advisor, a `Judge`
@@ -30,6 +30,8 @@ class EvalReport:
     Args:
         results: the result rows (as `to_dict()["results"]`); an errored case has `error` set.
         judge: what judged the loop; `"none"` makes `judge_agreement` null.
+        setup: what made the report (model, case file, settings, date, versions), shown in the
+            page's header and compared by `jevrefine compare`; `None` when unknown.
     """
 
     results: Sequence[Mapping[str, Any]]
@@ -38,6 +40,10 @@ class EvalReport:
     as a tuple)."""
     judge: JudgeMode = "asserts"
     """What judged the refine loop."""
+    setup: Mapping[str, Any] | None = None
+    """What made the report: `model`, `cases_file`, `judge`, `max_attempts`, `temperature`,
+    `max_tokens`, `concurrency`, `date`, `jevrefine`, `python` (as `jevrefine eval` records them,
+    through `jevrefine.evals._setup.report_setup`); any JSON-able facts; `None` when unknown."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results", tuple(self.results))
@@ -54,26 +60,12 @@ class EvalReport:
         `judge_agreement` are over the cases that ran (`cases - errors`).
         """
         ok = [row for row in self.results if row.get("error") is None]
-        counts = _pairs(ok)
         n = len(ok)
-        baseline = (counts["both"] + counts["degraded"]) / n if n else 0.0
-        final = (counts["both"] + counts["improved"]) / n if n else 0.0
-        lift = final - baseline
-        lo, hi = newcombe_paired_ci(
-            counts["both"], counts["degraded"], counts["improved"], counts["neither"]
-        )
-        passed_first = counts["both"] + counts["degraded"]
         latencies = [float(row.get("latency_s", 0.0)) for row in ok]
         return {
             "cases": len(self.results),
             "errors": len(self.results) - n,
-            "baseline_pass_rate": baseline,
-            "final_pass_rate": final,
-            "lift": lift,
-            "lift_ci95": [min(lo, lift), max(hi, lift)],
-            "improved": counts["improved"],
-            "degraded": counts["degraded"],
-            "error_introduction_rate": counts["degraded"] / passed_first if passed_first else 0.0,
+            **pass_rates(ok),
             "attempts_histogram": _histogram(ok),
             "model_tokens": _total(self.results, "model_tokens"),
             "judge_tokens": _total(self.results, "judge_tokens"),
@@ -82,27 +74,64 @@ class EvalReport:
             "judge_agreement": None if self.judge == "none" else _agreement(ok),
             "per_assertion": _per_assertion(ok),
             "escalated": sum(len(a.get("escalated") or ()) for row in ok for a in row["attempts"]),
+            "setup": dict(self.setup) if self.setup is not None else None,
             "results": [dict(row) for row in self.results],
         }
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
-        """Write `to_dict()` as JSON (UTF-8, indented)."""
-        text = json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
-        Path(path).write_text(text + "\n", encoding="utf-8")
+        """Write `to_dict()` as JSON (UTF-8, indented).
+
+        The file is written as a stream: no string of the whole file is built, so writing costs
+        little memory beyond the report's own.
+        """
+        with Path(path).open("w", encoding="utf-8") as file:
+            json.dump(self.to_dict(), file, ensure_ascii=False, indent=2)
+            file.write("\n")
 
     def write_html(self, path: str | os.PathLike[str]) -> None:
         """Write the report page: one self-contained HTML file (nothing loads from the network).
+
+        The page is written as a stream, with each long text cut (the whole texts stay in the
+        JSON file and the rows): its size, and the memory writing it takes, stay bounded.
 
         Raises:
             NotImplementedError: this build has no page renderer (`jevrefine.evals._html`).
         """
         try:
-            from ._html import render_eval_html  # type: ignore[import-not-found,unused-ignore]
+            from ._html import write_eval_html  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise NotImplementedError(
                 "this jevrefine build has no HTML report renderer; use write_json"
             ) from None
-        Path(path).write_text(render_eval_html(self.to_dict()), encoding="utf-8")
+        with Path(path).open("w", encoding="utf-8") as file:
+            write_eval_html(self.to_dict(), file)
+
+
+def pass_rates(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The pass-rate keys of a report over `rows` (the cases that ran, none errored).
+
+    `baseline_pass_rate`, `final_pass_rate`, `lift`, `lift_ci95` (Newcombe's paired interval),
+    `improved`, `degraded` and `error_introduction_rate`, as `to_dict()` and `jevrefine
+    compare` report them.
+    """
+    counts = _pairs(rows)
+    n = len(rows)
+    baseline = (counts["both"] + counts["degraded"]) / n if n else 0.0
+    final = (counts["both"] + counts["improved"]) / n if n else 0.0
+    lift = final - baseline
+    lo, hi = newcombe_paired_ci(
+        counts["both"], counts["degraded"], counts["improved"], counts["neither"]
+    )
+    passed_first = counts["both"] + counts["degraded"]
+    return {
+        "baseline_pass_rate": baseline,
+        "final_pass_rate": final,
+        "lift": lift,
+        "lift_ci95": [min(lo, lift), max(hi, lift)],
+        "improved": counts["improved"],
+        "degraded": counts["degraded"],
+        "error_introduction_rate": counts["degraded"] / passed_first if passed_first else 0.0,
+    }
 
 
 def _pairs(rows: Sequence[Mapping[str, Any]]) -> Counter[str]:

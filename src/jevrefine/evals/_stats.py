@@ -1,4 +1,4 @@
-"""The statistics of a report: Newcombe's paired interval, Cohen's kappa, percentiles.
+"""A report's statistics: Newcombe's paired interval, McNemar's test, Cohen's kappa, percentiles.
 
 Pure functions of counts and lists, so the tests can hold them against hand-worked numbers.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["cohen_kappa", "newcombe_paired_ci", "percentile", "wilson"]
+__all__ = ["cohen_kappa", "mcnemar_exact_p", "newcombe_paired_ci", "percentile", "wilson"]
 
 Z95 = 1.959963984540054
 """The two-sided 95 % point of the standard normal."""
@@ -103,3 +103,25 @@ def percentile(values: Sequence[float], q: float) -> float:
     low = math.floor(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def mcnemar_exact_p(only_first: int, only_second: int) -> float:
+    """The two-sided exact McNemar p-value of paired pass/fail outcomes.
+
+    Only the discordant pairs speak to a difference: `only_first` cases passed under the first
+    setup alone, `only_second` under the second alone. With no difference, each discordant case
+    is a fair coin, so the p-value is twice the binomial(n, 1/2) tail at the smaller count
+    (capped at 1; 1.0 when there is no discordant case). The tail is summed in log space
+    (`math.lgamma`), so a million cases cost a million additions, not giant integers.
+    """
+    n = only_first + only_second
+    if n == 0:
+        return 1.0
+    smaller = min(only_first, only_second)
+    log_half_n = n * math.log(2.0)
+    log_n = math.lgamma(n + 1)
+    tail = math.fsum(
+        math.exp(log_n - math.lgamma(k + 1) - math.lgamma(n - k + 1) - log_half_n)
+        for k in range(smaller + 1)
+    )
+    return min(1.0, 2.0 * tail)
