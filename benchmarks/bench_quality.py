@@ -53,7 +53,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from jevrefine import ChatClient, SelfRefineAdvisor, context_keys
+from jevrefine import ChatClient, RetryStrategy, SelfRefineAdvisor, context_keys
 from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
 from jevrefine.jev import Noul
 from jevrefine.judge import Judge, JudgeInput, ModelJudgeClient, check, noul
@@ -93,6 +93,22 @@ TEMPLATES: Mapping[str, str] = {
         "{feedback}\nAnswer the request above again, following every rule. Reply with the "
         "answer only."
     ),
+}
+
+
+# The SDK's loop options measured (`--strategies`): `SelfRefineAdvisor(strategy=...)` as a user
+# writes it. `today` is the loop as it shipped on 2026-12-02 (RetryStrategy's defaults then).
+STRATEGIES: Mapping[str, RetryStrategy] = {
+    "today": RetryStrategy(),
+    "fresh": RetryStrategy(temperature=0.7, fresh_seeds=True),
+    "guard": RetryStrategy(repeats="guard", identical="resample", fresh_seeds=True),
+    "stop": RetryStrategy(repeats="guard", identical="stop"),
+    "fresh+guard": RetryStrategy(
+        temperature=0.7, fresh_seeds=True, repeats="guard", identical="resample"
+    ),
+    "with-answer": RetryStrategy(feedback="with_answer"),
+    "control": RetryStrategy(feedback="none", temperature=0.7, fresh_seeds=True),
+    "best-of-3": RetryStrategy(samples=3, temperature=0.7, fresh_seeds=True),
 }
 
 
@@ -376,13 +392,16 @@ async def run_refine(
     judge_model: SharedModel,
     options: ChatOptions,
     template: str,
+    strategy: RetryStrategy | None = None,
 ) -> Row:
     """`SelfRefineAdvisor` with the verifiers' checks (`verifiers`) or the model judge."""
     client = ModelJudgeClient(judge_model)
     judge = (
         verifier_judge(case, client) if setup.startswith("verifiers") else model_judge(case, client)
     )
-    advisor = SelfRefineAdvisor(judge, max_repeat_attempts=ATTEMPTS - 1, feedback_template=template)
+    advisor = SelfRefineAdvisor(
+        judge, max_repeat_attempts=ATTEMPTS - 1, feedback_template=template, strategy=strategy
+    )
     chat = ChatClient(model, advisors=[advisor], options=options)
     row = Row(case.id, setup)
     charged = model.charged + judge_model.charged
@@ -592,6 +611,17 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                         case, label, model, judge_model, options, TEMPLATES[template]
                     )
                     model.original = model.retry_temperature = model.resample_temperature = None
+                    rows.append(row)
+                for name in args.strategies if setup == "verifiers" else []:
+                    row = await run_refine(
+                        case,
+                        f"{setup}{{{name}}}",
+                        model,
+                        judge_model,
+                        options,
+                        DEFAULT_FEEDBACK_TEMPLATE,
+                        STRATEGIES[name],
+                    )
                     rows.append(row)
             for peer in peers:
                 if isinstance(peer, DSPyRefine):
@@ -853,6 +883,13 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NAME[@T]",
         help=f"feedback templates to measure ({', '.join(TEMPLATES)}); @T samples retries at "
         "temperature T",
+    )
+    parser.add_argument(
+        "--strategies",
+        nargs="+",
+        default=[],
+        choices=list(STRATEGIES),
+        help="the SDK's RetryStrategy variants to measure (setup verifiers{NAME})",
     )
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     # One llama.cpp thread: on a shared 2-core machine two threads spin-wait for each other
