@@ -16,6 +16,7 @@ while the judge is awaited, so the consumer never runs inside it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Sequence
@@ -325,10 +326,22 @@ class Refinement:
                 # Exception texts may quote model output: the span gets the error type only.
                 with CurrentSpan(span, end_on_exit=True, mark_failure=True):
                     clear_last_call()
-                    response = await self.rest.next_call(attempt_request)
+                    decided: tuple[Verdict | None] | None = None
+                    if settings.strategy.samples > 1 and not self.record:
+                        response, chosen = await self._best_of(number, span, attempt_request)
+                        decided = (chosen,)
+                    else:
+                        response = await self.rest.next_call(attempt_request)
                     evaluated = last_call()  # the `chat` span of the answer about to be judged
                     verdict, outcome = await self._judge(
-                        number, span, attempt_request, response, records, evaluated, previous
+                        number,
+                        span,
+                        attempt_request,
+                        response,
+                        records,
+                        evaluated,
+                        previous,
+                        decided,
                     )
             yield Judged(number, verdict)
             if outcome is not None:  # passed, skipped, paused or unjudged: this one returns
@@ -435,8 +448,11 @@ class Refinement:
         records: Sequence[ToolCallRecord],
         evaluated: Span | None,
         previous: tuple[Verdict, str] | None,
+        decided: tuple[Verdict | None] | None = None,
     ) -> tuple[Verdict | None, str | None]:
         """Count and judge attempt `number`'s whole answer and record it in `attempts`.
+
+        `decided`: the answer was judged already (best-of-N: its verdict, `None` if unjudged).
 
         `(verdict, None)`: it failed (or echoed the feedback) and the loop may go on; otherwise
         the outcome to `_conclude` with: `passed`, `skipped`, `unjudged` or `paused` (a tool call
@@ -450,7 +466,7 @@ class Refinement:
             self.attempts.append(Attempt(number, answer, None, usage))
             paused = not self.record and _asks_for_tools(response)
             return None, "paused" if paused else "skipped"
-        if previous is not None and settings.strategy.repeats == "guard":
+        if decided is None and previous is not None and settings.strategy.repeats == "guard":
             earlier = repeated_attempt(answer, self.attempts)
             if earlier is not None and earlier.verdict is not None:
                 # The same answer gets the same verdict: no judging call for it.
@@ -466,26 +482,15 @@ class Refinement:
                 self.responses[number] = response
                 passed = earlier.verdict.passed and not earlier.echo
                 return earlier.verdict, "passed" if passed else None
-        calls = self.earlier_calls + tool_calls_from_records(records)
-        judge_input = JudgeInput(
-            self.question, answer, supporting_context=self.documents, tool_calls=calls
-        )
-        # Checks and conditions run here, outside the policy: their exceptions are bugs.
-        plan = await settings.judge.prepare(judge_input)
         response_id = response.chat_response.metadata.id
         try:
-            verdict = await settings.judge.ask(plan)
-        except (JudgeError, ModelError) as exc:
-            names = [c.name for c in plan.send]
-            record_evaluator_error(self.telemetry, span, names, exc, response_id)
-            if not self._fails_open(exc):
-                raise
-            _log.warning(
-                "self-refine: judging attempt %d failed (%s: %s); returning it unjudged",
-                number,
-                type(exc).__name__,
-                exc,
-            )
+            if decided is None:
+                verdict = await self._ask(number, span, answer, records, response_id)
+            elif decided[0] is None:
+                raise _Unjudged
+            else:
+                verdict = decided[0]
+        except _Unjudged:
             self.attempts.append(Attempt(number, answer, None, usage))
             return None, "unjudged"
         record_verdict(self.telemetry, span, verdict, response_id, evaluated)
@@ -514,6 +519,82 @@ class Refinement:
             verdict.feedback or verdict.summary(),
         )
         return verdict, None
+
+    async def _ask(
+        self,
+        number: int,
+        span: Span,
+        answer: str,
+        records: Sequence[ToolCallRecord],
+        response_id: str | None,
+    ) -> Verdict:
+        """The judge's verdict on `answer`, under the judge error policy.
+
+        Raises:
+            _Unjudged: the judging call failed and the policy returns the answer unjudged.
+            JudgeError, ModelError: it failed and the policy raises.
+        """
+        settings = self.settings
+        calls = self.earlier_calls + tool_calls_from_records(records)
+        judge_input = JudgeInput(
+            self.question, answer, supporting_context=self.documents, tool_calls=calls
+        )
+        # Checks and conditions run here, outside the policy: their exceptions are bugs.
+        plan = await settings.judge.prepare(judge_input)
+        try:
+            return await settings.judge.ask(plan)
+        except (JudgeError, ModelError) as exc:
+            names = [c.name for c in plan.send]
+            record_evaluator_error(self.telemetry, span, names, exc, response_id)
+            if not self._fails_open(exc):
+                raise
+            _log.warning(
+                "self-refine: judging attempt %d failed (%s: %s); returning it unjudged",
+                number,
+                type(exc).__name__,
+                exc,
+            )
+            raise _Unjudged from exc
+
+    async def _best_of(
+        self, number: int, span: Span, request: ChatClientRequest
+    ) -> tuple[ChatClientResponse, Verdict | None]:
+        """`samples` answers to `request` asked for at once; the one the judge rates best.
+
+        The others' model and judge tokens are counted here (the winner's are counted as the
+        attempt's, when `_judge` records it with its verdict, asked again of no judge).
+        """
+        strategy = self.settings.strategy
+        options = request.prompt.options
+        requests = [request] + [
+            request.copy(prompt=request.prompt.with_options(strategy.sample_options(k, options)))
+            for k in range(1, strategy.samples)
+        ]
+        responses: list[ChatClientResponse | None] = [None] * len(requests)
+        verdicts: list[Verdict | None] = [None] * len(requests)
+
+        async def sample(k: int) -> None:
+            response = responses[k] = await self.rest.next_call(requests[k])
+            answer_id = response.chat_response.metadata.id
+            with contextlib.suppress(_Unjudged):  # that sample stays unjudged (None)
+                verdicts[k] = await self._ask(number, span, response.content, (), answer_id)
+
+        async with anyio.create_task_group() as group:
+            for k in range(len(requests)):
+                group.start_soon(sample, k)
+        judged = [(v, r, k) for k, (v, r) in enumerate(zip(verdicts, responses, strict=True))]
+        # Passed first, then most passed net of failed, then the first asked (the request's
+        # own options) on a tie.
+        verdict, chosen, k = max(
+            judged, key=lambda t: (t[0] is not None and t[0].passed, _net(t[0]), -t[2])
+        )
+        assert chosen is not None
+        for other, response, j in judged:
+            if j != k and response is not None:
+                self._add_model_usage(response.chat_response.metadata.usage)
+                if other is not None and other.response is not None:
+                    self.judge_usage = self.judge_usage + other.response.usage
+        return chosen, verdict
 
     def _fails_open(self, error: JevrefineError) -> bool:
         # Only an outage fails open; a client error is a misconfiguration and must be seen.
@@ -641,6 +722,14 @@ class Refinement:
         """The response to return: the report in its context, this call's model usage summed."""
         self._report(outcome, chosen, response)
         return with_usage(response, self.passed_up)
+
+
+class _Unjudged(Exception):
+    """The judging call failed and the judge error policy returns the answer unjudged."""
+
+
+def _net(verdict: Verdict | None) -> float:
+    return verdict.net_score if verdict is not None else -math.inf
 
 
 def _net_score_then_index(attempt: Attempt) -> tuple[float, int]:

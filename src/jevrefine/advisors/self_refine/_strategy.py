@@ -140,6 +140,17 @@ class RetryStrategy:
             return options
         return replace(options, temperature=temperature, seed=seed)
 
+    def sample_options(self, k: int, options: ChatOptions) -> ChatOptions:
+        """The options of best-of-N's sample `k` (1 for the second) of one attempt's request.
+
+        Sampled (at the attempt's temperature, or `resample_temperature` where that is 0 or
+        unset) with a seed of its own, so that no two samples are the same draw.
+        """
+        temperature = options.temperature
+        if not temperature:
+            temperature = self.resample_temperature
+        return replace(options, temperature=temperature, seed=(options.seed or 0) + 1000 * k)
+
     def section(self, template: str, feedback: str, answer: str) -> str | None:
         """The retry section for the original request, or `None` to ask it again unchanged."""
         if self.feedback == "none":
@@ -154,9 +165,9 @@ def _plain(text: str) -> str:
 
 
 def repeated_attempt(answer: str, earlier: Sequence[Attempt]) -> Attempt | None:
-    """The earlier judged attempt whose answer `answer` repeats (whitespace and case aside)."""
+    """The first judged attempt whose answer `answer` repeats (whitespace and case aside)."""
     plain = _plain(answer)
-    for attempt in reversed(earlier):
+    for attempt in earlier:
         if attempt.verdict is not None and _plain(attempt.answer) == plain:
             return attempt
     return None
@@ -174,7 +185,11 @@ def quotes_feedback(answer: str, feedback: str, request: str) -> bool:
         return True
     asked = _plain(request)
     for line in feedback.splitlines():
-        quoted = _plain(line.lstrip("-*• "))
+        line = line.lstrip("-*• ")
+        name, colon, detail = line.partition(": ")
+        if colon and " " not in name:  # "- criterion: detail", as the judge renders a defect
+            line = detail
+        quoted = _plain(line)
         if len(quoted) >= _ECHO_MIN and quoted in plain and quoted not in asked:
             return True
     return False
