@@ -37,6 +37,7 @@ from ._report import SelfRefineFailedError as SelfRefineFailedError
 from ._strategy import DEFAULT_FEEDBACK_TEMPLATE as DEFAULT_FEEDBACK_TEMPLATE
 from ._strategy import WITH_ANSWER_FEEDBACK_TEMPLATE as WITH_ANSWER_FEEDBACK_TEMPLATE
 from ._strategy import RetryStrategy as RetryStrategy
+from ._strategy import quotes_feedback as quotes_feedback
 
 __all__ = [
     "DEFAULT_FEEDBACK_TEMPLATE",
@@ -51,4 +52,5 @@ __all__ = [
     "SelfRefineFailedError",
     "SkipPredicate",
     "default_skip_evaluation",
+    "quotes_feedback",
 ]

@@ -174,7 +174,7 @@ def repeated_attempt(answer: str, earlier: Sequence[Attempt]) -> Attempt | None:
 
 
 def quotes_feedback(answer: str, feedback: str, request: str) -> bool:
-    """Whether `answer` echoes the feedback it was given instead of answering.
+    """Whether `answer` echoes the feedback it was given instead of answering (`echo`).
 
     An echo holds the feedback templates' own words, or one of the feedback's lines (at least
     `_ECHO_MIN` characters) that the original `request` did not hold: a sentence of the request
