@@ -11,8 +11,9 @@ verdict = await judge.evaluate(JudgeInput("user: Weather in Paris?", "It is 15 Â
 ```
 
 Code checks run first, locally; then every question criterion goes out in **one** `system_one`
-call (the service answers them in parallel). `rating_judge` is the seed-003 helpfulness judge as a
-preset.
+call (the service answers them in parallel). A judge of code checks alone takes no client
+(`Judge(criteria=[check(...)])`) and makes no call. `rating_judge` is the seed-003 helpfulness
+judge as a preset.
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ class Judge:
     """Evaluates an answer against criteria: code checks locally, questions in one call.
 
     Args:
-        client: Whatever answers the questions: `JudgeClient` (Jev) or `ModelJudgeClient`.
+        client: Whatever answers the questions: `JudgeClient` (Jev) or `ModelJudgeClient`;
+            `None` for a judge of code checks alone (`Judge(criteria=[check(...)])`), which
+            makes no judging call and so needs no client and no API key.
         criteria: Built with `noul`, `score`, `choice` and `check`; names unique, dependencies
             (`when_passed`, `when_chosen`) pointing backwards. Code checks alone are allowed:
             such a judge never calls `client`.
@@ -117,8 +120,8 @@ class Judge:
 
     def __init__(
         self,
-        client: SystemOneClient,
-        criteria: Sequence[Criterion],
+        client: SystemOneClient | None = None,
+        criteria: Sequence[Criterion] | None = None,
         *,
         fail_fast: bool = False,
         min_confidence: float | None = None,
@@ -130,10 +133,14 @@ class Judge:
         escalate_below: float = DEFAULT_ESCALATE_BELOW,
         escalate_model: str | None = None,
     ) -> None:
-        if not callable(getattr(client, "system_one", None)):
+        if client is not None and not callable(getattr(client, "system_one", None)):
             raise JudgeUsageError(
                 f"Judge needs a SystemOneClient (JudgeClient or ModelJudgeClient), got "
                 f"{type(client).__name__}"
+            )
+        if criteria is None:
+            raise JudgeUsageError(
+                "Judge needs criteria: pass criteria=[noul(...), check(...), ...]"
             )
         if isinstance(criteria, str | bytes) or not isinstance(criteria, Sequence):
             raise JudgeUsageError("criteria must be a list of noul(), score(), choice(), check()")
@@ -143,11 +150,18 @@ class Judge:
                 "a function of the Verdict returning the feedback text, or None"
             )
         self.client = client
-        """What answers the questions."""
+        """What answers the questions (`None`: code checks only, no judging call)."""
         # Checks alone are allowed (evals turns a case's assertions into such a judge); the
         # CLI config keeps asking for a question, as a Jev judge without one is a mistake there.
         self.criteria = check_criteria(criteria, require_question=False)
         """The criteria, in declaration order."""
+        asking = [c.name for c in self.criteria if isinstance(c, QuestionCriterion)]
+        if client is None and asking:
+            raise JudgeUsageError(
+                f"criteria {asking} ask a question and no client answers it: pass "
+                "JudgeClient() (Jev) or ModelJudgeClient(chat_model) first; a judge of code "
+                "checks alone needs none"
+            )
         self.fail_fast = check_arg.boolean("fail_fast", fail_fast, error=JudgeUsageError)
         """Skip the judging call once a code check failed."""
         self.min_confidence = check_arg.number(
@@ -248,6 +262,7 @@ class Judge:
         """Make the one judging call for `plan` (none when nothing is to be sent); the verdict."""
         response = None
         if plan.send:
+            assert self.client is not None  # a judge without one holds no questions
             questions = {c.name: c.question for c in plan.send}
             response = await call_judge(
                 self.client, plan.input.state(), questions, model=self.model
@@ -358,7 +373,11 @@ def rating_judge(
     A `Judge` with one 4-level `Score` named `helpfulness` (level index = rating - 1), answered by
     `ModelJudgeClient(chat_model, score_starts_at=1)`: the judge model sees the levels as
     "1 - Unhelpful" ... "4 - Excellent" and answers 1-4, as in the seed, so rating 4 is
-    Excellent. It passes when the rating reaches `success_rating`.
+    Excellent. It passes exactly when the rating reaches `success_rating` (seed 003:
+    `rating >= successRating`): the rating is the most likely one, so the log probabilities
+    decide between two ratings, never a pass below the bar or a failure at it. A failure's
+    detail and feedback speak in the 1-4 numbers ("reached '2 - Weak: ...' (rating 2.31),
+    needed '3 - Helpful: ...' (minimum 3.00; ...)").
 
     With `explain_failures=True` a failed rating also gets the judge model's written feedback
     (one sentence of what to change, seed 003's `feedback` field), which reaches the retry
@@ -377,4 +396,6 @@ def rating_judge(
     )
     rubric = Score(RATING_QUESTION, levels=list(RATING_LEVELS))
     client = ModelJudgeClient(chat_model, score_starts_at=1, explain_failures=explain_failures)
-    return Judge(client, [score("helpfulness", rubric, minimum=success_rating - 1)])
+    # Seed 003 passes when `rating >= successRating`: the rating given decides, not the mass.
+    criterion = score("helpfulness", rubric, minimum=success_rating - 1, decide_by="level")
+    return Judge(client, [criterion])
