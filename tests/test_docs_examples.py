@@ -177,14 +177,13 @@ def test_a_no_keys_block_runs_with_no_key_set(monkeypatch: pytest.MonkeyPatch) -
     page = ROOT / "docs" / "guide" / "streaming.md"
     keyless = [text for kind, text in _pieces(page) if kind == "no-keys"]
     assert keyless, "streaming.md promises an example that needs no key"
-    with _fakes_in_environment(monkeypatch):
-        with monkeypatch.context() as scope:
-            for variable in KEY_VARIABLES:
-                scope.delenv(variable, raising=False)
-            from jevrefine.jev import JudgeUsageError
+    with _fakes_in_environment(monkeypatch), monkeypatch.context() as scope:
+        for variable in KEY_VARIABLES:
+            scope.delenv(variable, raising=False)
+        from jevrefine.jev import JudgeUsageError
 
-            with pytest.raises(JudgeUsageError, match="no API key"):
-                JudgeClient()
+        with pytest.raises(JudgeUsageError, match="no API key"):
+            JudgeClient()
 
 
 def test_the_streaming_example_prints_what_its_page_shows(monkeypatch: pytest.MonkeyPatch) -> None:

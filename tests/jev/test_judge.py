@@ -232,8 +232,8 @@ async def test_min_confidence_makes_split_answers_inconclusive_but_not_nouls() -
 async def test_a_missing_answer_is_a_response_error_never_a_verdict() -> None:
     client = Scripted({"g": NoulAnswer(0.9)})  # no answer for "h"
     criteria = [noul("g", GROUNDED), score("h", HELPFUL, minimum=1)]
-    for fail_on_error in (True, False):  # not a finding at all, whatever the option
-        judge = Judge(client, criteria, fail_on_error=fail_on_error)
+    for fail_fast in (True, False):  # not a finding at all, whatever the options
+        judge = Judge(client, criteria, fail_fast=fail_fast)
         with pytest.raises(JudgeResponseError, match=r"'answers\.h'") as caught:
             await judge.evaluate(INPUT)
         assert caught.value.field_path == "answers.h"
@@ -409,7 +409,8 @@ async def test_a_judge_of_code_checks_alone_needs_no_client_and_no_key(
     judge = Judge(criteria=[check("short", lambda i: len(i.assistant_answer) < 10, "Too long")])
     assert judge.client is None
     failed = await judge.evaluate(INPUT)
-    assert not failed.passed and failed.response is None
+    assert not failed.passed
+    assert failed.response is None
     assert failed.feedback == "- short: Too long"
     assert (await judge.evaluate(JudgeInput("user: Hi?", "Hello."))).passed
 

@@ -208,5 +208,6 @@ async def test_a_failed_rating_speaks_in_the_one_to_four_numbers_and_never_contr
     assert "(rating 1.70)" in detail  # 1 * 0.5 + 2 * 0.3 + 3 * 0.2
     assert "needed '3 - Helpful" in detail
     assert "minimum 3.00" in detail
-    assert "score 0." not in detail and "minimum 2.00" not in detail
+    assert "score 0." not in detail
+    assert "minimum 2.00" not in detail
     assert verdict.feedback == f"- {detail}"

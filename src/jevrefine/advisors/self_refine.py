@@ -11,7 +11,9 @@ report = RefineReport.of(response)      # attempts, outcome, usage
 Each attempt calls the rest of the chain once and judges the answer. A failed verdict's feedback
 is appended to the **original** request's last user message for the next attempt, so feedback
 never compounds. When attempts run out the best attempt is returned (most criteria passed net of
-failed, the later one on a tie), or `SelfRefineFailedError` is raised. Where it sits decides what
+failed, the later one on a tie), or `SelfRefineFailedError` is raised. Under `entity(T)` an answer
+that is not a valid `T` fails too, with the validation error as its feedback. Where it sits
+decides what
 the judge sees and what a retry re-runs: see `SelfRefineAdvisor.DEFAULT_ORDER` and
 `SelfRefineAdvisor.BEFORE_TOOLS_ORDER`.
 """
@@ -40,6 +42,7 @@ from ._refine_input import (
     tool_calls_from_records,
     user_question,
 )
+from ._refine_output import with_output_check
 from ._refine_stream import check_stream_mode, refine_stream
 from ._refine_telemetry import (
     CurrentSpan,
@@ -575,6 +578,8 @@ class _Loop:
             )
             self.attempts.append(Attempt(number, answer, None, usage))
             return None, "unjudged"
+        # An answer `entity(T)` could not read as T fails, saying why (see _refine_output).
+        verdict = with_output_check(advisor.judge, verdict, request.output_spec, answer)
         record_verdict(self.telemetry, span, verdict, response_id, evaluated)
         attempt = Attempt(number, answer, verdict, usage)
         self.attempts.append(attempt)

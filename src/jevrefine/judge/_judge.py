@@ -19,15 +19,16 @@ judge as a preset.
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from .. import _validate as check_arg
 from ..jev.errors import JudgeUsageError
 from ..jev.protocol import SystemOneClient
-from ..jev.questions import Score
+from ..jev.questions import Noul, Score
 from ..jev.responses import check_answers
 from ..rate_limit import call_judge
 from ._escalation import DEFAULT_ESCALATE_BELOW, escalate, needs_escalation
@@ -39,6 +40,7 @@ from .criteria import (
     Predicate,
     QuestionCriterion,
     check_criteria,
+    noul,
     score,
     unmet_dependency,
 )
@@ -51,10 +53,12 @@ if TYPE_CHECKING:
 __all__ = [
     "RATING_LEVELS",
     "RATING_QUESTION",
+    "REFERENCE_QUESTION",
     "Judge",
     "JudgeInput",
     "JudgePlan",
     "rating_judge",
+    "reference_judge",
 ]
 
 _SKIPPED_AFTER_CHECK: Final = "skipped, a code check already failed"
@@ -92,9 +96,11 @@ class Judge:
         min_confidence: A choice or score whose supporting share (the probability on the
             verdict's side) is below this is INCONCLUSIVE. Nouls are not affected.
         fail_on_inconclusive: Count INCONCLUSIVE findings as failures.
-        fail_on_error: Count ERROR findings (a criterion nobody could judge) as failures; on by
-            default, so an unjudged criterion never reads as a pass. Pass `False` only when
-            a verdict may pass on the criteria that were judged.
+        fail_on_error: Deprecated, no effect (a `DeprecationWarning` when given): no judge
+            produces an ERROR finding, because a judging response that leaves a question
+            unanswered, or answers it with something not allowed, raises `JudgeResponseError`
+            instead (below). An ERROR finding, should a later version produce one, always
+            counts as failed.
         feedback_renderer: Turns a failed verdict into the model's feedback (default: one
             `- <detail>` line per failure, then the inconclusive ones).
         model: The judge model to ask (default: the client's).
@@ -126,7 +132,7 @@ class Judge:
         fail_fast: bool = False,
         min_confidence: float | None = None,
         fail_on_inconclusive: bool = False,
-        fail_on_error: bool = True,
+        fail_on_error: bool | None = None,
         feedback_renderer: FeedbackRenderer | None = None,
         model: str | None = None,
         escalate_to: SystemOneClient | None = None,
@@ -178,10 +184,14 @@ class Judge:
             "fail_on_inconclusive", fail_on_inconclusive, error=JudgeUsageError
         )
         """Whether INCONCLUSIVE counts as failed."""
-        self.fail_on_error = check_arg.boolean(
-            "fail_on_error", fail_on_error, error=JudgeUsageError
-        )
-        """Whether ERROR counts as failed (the default)."""
+        if fail_on_error is not None:
+            check_arg.boolean("fail_on_error", fail_on_error, error=JudgeUsageError)
+            warnings.warn(
+                "Judge(fail_on_error=...) has no effect and will be removed: no judge produces "
+                "an ERROR finding (an answer the judge could not give raises JudgeResponseError)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.feedback_renderer: FeedbackRenderer = feedback_renderer or render_feedback
         """Renders a failed verdict's feedback."""
         self.model = check_arg.text(
@@ -329,7 +339,8 @@ class Judge:
         return (
             outcome is Outcome.FAILED
             or (outcome is Outcome.INCONCLUSIVE and self.fail_on_inconclusive)
-            or (outcome is Outcome.ERROR and self.fail_on_error)
+            # An unjudged criterion never reads as a pass.
+            or outcome is Outcome.ERROR
         )
 
     def __repr__(self) -> str:
@@ -399,3 +410,55 @@ def rating_judge(
     # Seed 003 passes when `rating >= successRating`: the rating given decides, not the mass.
     criterion = score("helpfulness", rubric, minimum=success_rating - 1, decide_by="level")
     return Judge(client, [criterion])
+
+
+REFERENCE_QUESTION: Final = Noul(
+    "Does assistant_answer agree with expected_output, a correct answer to user_question? "
+    "Other wording and more or less detail are fine; a different fact, number or cause is not.",
+    when_true="It agrees with the correct answer",
+    when_false="The answer contradicts a correct answer to the question, or does not answer it",
+)
+"""The question of `reference_judge`. Its `when_false` is the feedback a failed answer gets: it
+says what is wrong (the answer disagrees with a correct one), never what the right answer is."""
+
+REFERENCE_MINIMUM: Final = 0.5
+"""The least P(yes) `reference_judge` passes. Measured on Qwen2.5-Coder-1.5B with the grammar
+constraint on 24 known pairs (docs/guide/judge.md): right answers got 0.51-0.78, wrong ones
+0.13-0.50; a higher bar fails right answers (a retry that can only make them worse)."""
+
+REFERENCE_GRAMMAR_SYSTEM: Final = "You judge answers. Reply yes or no."
+"""`reference_judge`'s system message under the grammar constraint, where the answer is the
+first token: it separated right from wrong answers more widely than the default evaluator
+prompt did (docs/guide/judge.md)."""
+
+
+def reference_judge(
+    chat_model: ChatModel,
+    *,
+    minimum: float = REFERENCE_MINIMUM,
+    constraint: Literal["json_schema", "grammar"] = "json_schema",
+) -> Judge:
+    """A correctness judge a small local model can run: it answers first, then compares.
+
+    A `Judge` with one noul, `agrees_with_reference` (`REFERENCE_QUESTION`), answered by
+    `ModelJudgeClient(chat_model, reference_answers=True)`: the judge model writes its own answer
+    to the question (once per prompt, shared by its retries), then says whether the answer
+    judged agrees with it. This is the offline default judge of `jevrefine run` / `judge`, on
+    the strongest local model; on the built-in calibration pairs it tells right from wrong
+    where asking "is this correct?" does not (docs/guide/judge.md). Use a model other than
+    the one being judged. `constraint="grammar"` is for llama.cpp servers.
+
+    ```python
+    advisor = SelfRefineAdvisor(reference_judge(judge_model), max_repeat_attempts=2)
+    ```
+    """
+    from .model_judge import DEFAULT_SYSTEM_PROMPT, ModelJudgeClient
+
+    least = check_arg.number(
+        "minimum", minimum, minimum=0, maximum=1, example=0.5, error=JudgeUsageError
+    )
+    system = REFERENCE_GRAMMAR_SYSTEM if constraint == "grammar" else DEFAULT_SYSTEM_PROMPT
+    client = ModelJudgeClient(
+        chat_model, constraint=constraint, system_prompt=system, reference_answers=True
+    )
+    return Judge(client, [noul("agrees_with_reference", REFERENCE_QUESTION, minimum=least)])

@@ -4,20 +4,21 @@
 from jevrefine.judge import calibrate, rating_judge
 
 calibration = await calibrate(rating_judge(judge_model))
-print(calibration.summary())   # told 9 of 10 known pairs apart (95 % interval 60-98 %)
+print(calibration.summary())   # told 11 of 12 known pairs apart (95 % interval 65-99 %)
 if calibration.near_chance:
     print("WARNING: this judge's verdicts are no better than a coin on known answers")
 ```
 
-`CALIBRATION_PAIRS` holds ten short question/answer pairs whose verdict nobody disputes: five
-correct answers and five wrong ones (a wrong number, an irrelevant reply, a wrong fact), each
+`CALIBRATION_PAIRS` holds twelve short question/answer pairs whose verdict nobody disputes: six
+correct answers and six wrong ones (a wrong number, an irrelevant reply, a wrong fact, a
+popular misconception), each
 question once with a right answer and once with a wrong one, so a judge cannot score well by
 passing (or failing) everything, or by reading the question alone. `calibrate` judges every
 pair with the judge as given and counts the verdicts that match.
 
 A judge is **near chance** when the 95 % Wilson interval of its accuracy reaches down to 50 %:
-on ten pairs, fewer than 9 right. A judge that passes every answer is right on half the pairs
-exactly, and is near chance. Ten pairs keep the check fast (ten judging requests, one per pair)
+on twelve pairs, fewer than 10 right. A judge that passes every answer is right on half the
+pairs exactly, and is near chance. Twelve pairs keep the check fast (one judging call per pair)
 at the price of a wide interval: it catches a judge that cannot discriminate, not a small
 difference between two good ones.
 """
@@ -76,8 +77,15 @@ CALIBRATION_PAIRS: Final[tuple[KnownPair, ...]] = (
     ),
     KnownPair("Translate 'thank you' into French.", "Merci.", True),
     KnownPair("Translate 'thank you' into French.", "Bonjour.", False),
+    KnownPair(
+        "Why is the sky blue?",
+        "Air molecules scatter blue sunlight much more than red, so blue light reaches us "
+        "from every part of the sky.",
+        True,
+    ),
+    KnownPair("Why is the sky blue?", "Because the sky reflects the blue of the oceans.", False),
 )
-"""The built-in set: five good answers and five bad ones, each question once of each."""
+"""The built-in set: six good answers and six bad ones, each question once of each."""
 
 _Z95: Final = 1.959963984540054
 """The two-sided 95 % normal quantile."""
@@ -119,16 +127,15 @@ class Calibration:
 
     @property
     def near_chance(self) -> bool:
-        """Whether the accuracy's 95 % interval reaches 50 %: no better than a coin, as far as
-        this set can tell."""
+        """Whether the accuracy's 95 % interval reaches 50 % (a coin, as far as the set tells)."""
         return self.interval[0] <= 0.5
 
     def summary(self) -> str:
-        """`told 9 of 10 known pairs apart (95 % interval 60-98 %)`, plus what went wrong."""
+        """`told 11 of 12 known pairs apart (95 % interval 65-99 %)`, plus what went wrong."""
         low, high = self.interval
         text = (
             f"told {self.agreed} of {self.total} known pairs apart "
-            f"(95 % interval {low:.0%}-{high:.0%})".replace("%", " %")
+            f"(95 % interval {round(low * 100)}-{round(high * 100)} %)"
         )
         wrong = []
         if self.passed_bad:

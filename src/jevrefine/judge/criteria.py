@@ -53,8 +53,10 @@ Predicate: TypeAlias = Callable[["JudgeInput"], bool | Awaitable[bool]]
 
 
 def _numbered_from(levels: Sequence[str]) -> int | None:
-    """The number of the first level when every level opens with its own number, in order
-    ("1 - Unhelpful", "2 - Weak", ...), else `None`."""
+    """The first level's number when each level opens with its own, in order, else `None`.
+
+    E.g. "1 - Unhelpful", "2 - Weak", ...: 1.
+    """
     if not levels:
         return None
     lead = re.match(r"\d+", levels[0])
@@ -161,7 +163,7 @@ class QuestionCriterion:
         what = "rating" if first is not None else "score"
         head = f"reached {name(reached, answered=True)} ({what} {answer.score + offset:.2f})"
         least = f"minimum {self.minimum + offset:.2f}"
-        if reached < needed or self.decide == "level":
+        if reached < needed or self.decide_by == "level":
             mass = "" if share is None else f"; {share:.2f} of the probability at or above it"
             return f"{head}, needed {name(needed)} ({least}{mass})"
         if share is not None:
@@ -351,9 +353,7 @@ def score(
     name = _checked_name("score", name, question, Score)
     # The upper bound is the highest level: a minimum above it could never pass.
     least = _minimum(f"score({name!r})", minimum, question.max_level, 1.0)
-    decide_by = check_arg.choice(
-        "decide_by", decide_by, ("mass", "level"), error=JudgeUsageError
-    )
+    decide_by = check_arg.choice("decide_by", decide_by, ("mass", "level"), error=JudgeUsageError)
     conditions = _conditions(applies_when, when_passed, when_chosen)
     return QuestionCriterion(name, question, least, (), *conditions, decide_by=decide_by)
 

@@ -371,9 +371,7 @@ class ModelCallRecorder(CallRecorder):
             attributes[GEN_AI_RESPONSE_ID] = meta.id
         if meta.model:
             attributes[GEN_AI_RESPONSE_MODEL] = meta.model
-        attributes.update(
-            usage_attributes(meta.usage, legacy=self._telemetry.legacy_attributes)
-        )
+        attributes.update(usage_attributes(meta.usage, legacy=self._telemetry.legacy_attributes))
         emit_log_event(
             self._telemetry.events,
             self.span,
