@@ -158,11 +158,11 @@ class WheelIndex:
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, directory=str(root), **kwargs)
 
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:
                 index.requests.append(self.path)
                 super().do_GET()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 return  # quiet: the test reads `requests`
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
