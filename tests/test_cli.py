@@ -238,3 +238,54 @@ async def test_the_typed_step_is_refined_with_the_validation_error() -> None:
     assert error in prompts[1]
     assert "fits CityFacts" in text
     assert "CityFacts(city='Paris', country='France', population_millions=2.1)" in text
+
+
+# --- messages a newcomer reads (issue 32, 9) --------------------------------------------------
+
+
+def test_help_describes_the_command_not_its_module(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert _main.DESCRIPTION.split()[0] in out
+    assert "argument parser" not in out
+    assert "dispatches" not in out
+
+
+def test_a_mistyped_flag_is_named_by_its_command_with_the_closest_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Promise: `run --concurency 4 prompts.jsonl` says which flag is unknown, suggests
+    `--concurrency`, under `run`'s usage; the input file is not called unrecognized."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "--concurency", "4", "prompts.jsonl"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: jevrefine run ")
+    assert (
+        "jevrefine run: error: unrecognized option --concurency (did you mean --concurrency?)"
+        in err
+    )
+    assert "prompts.jsonl" not in err
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "cases.jsonl", "--limt=3"])
+    assert "unrecognized option --limit" not in (err := capsys.readouterr().err)
+    assert "unrecognized option --limt (did you mean --limit?)" in err
+
+
+def test_a_mistyped_command_or_choice_gets_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["rnu", "prompts.jsonl"])
+    assert "invalid choice: 'rnu'" in (err := capsys.readouterr().err)
+    assert "did you mean 'run'?" in err
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--judge", "ratng"])
+    assert "did you mean 'rating'?" in capsys.readouterr().err
+
+
+def test_stray_arguments_are_named_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["check-config", "extra"])
+    err = capsys.readouterr().err
+    assert "jevrefine check-config: error: unexpected argument(s): extra" in err

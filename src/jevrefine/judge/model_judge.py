@@ -356,6 +356,7 @@ class ModelJudgeClient:
         )
         """Whether the model writes a reference answer first (reference-guided judging)."""
         self._references = ReferenceCache()
+        self._writing: dict[str, anyio.Lock] = {}
         self._telemetry = Telemetry(
             instrumentation,
             tracer_provider=tracer_provider,
@@ -467,14 +468,24 @@ class ModelJudgeClient:
         return explanation_of(response)
 
     async def _reference(self, question: str) -> tuple[str, Usage]:
-        """The model's own answer to `question`, and what writing it cost (0 when kept)."""
-        kept = self._references.get(question)
-        if kept is not None:
-            return kept, Usage()
-        response = await self._model.call(reference_prompt(question, self._temperature))
-        answer = response.text.strip()
-        self._references.put(question, answer)
-        return answer, response.metadata.usage
+        """The model's own answer to `question`, and what writing it cost (0 when kept).
+
+        One request per question even when several judgements of it run at once (the pairs of
+        a calibration, the items of a batch that share a prompt): the others wait for it.
+        """
+        lock = self._writing.setdefault(question, anyio.Lock())
+        try:
+            async with lock:
+                kept = self._references.get(question)
+                if kept is not None:
+                    return kept, Usage()
+                response = await self._model.call(reference_prompt(question, self._temperature))
+                answer = response.text.strip()
+                self._references.put(question, answer)
+                return answer, response.metadata.usage
+        finally:
+            if not lock.statistics().tasks_waiting and self._writing.get(question) is lock:
+                del self._writing[question]  # the last one out: nothing kept per question
 
     def _prompt(self, spec: _Spec, state_text: str, model: str | None) -> Prompt:
         user = f"State:\n{state_text}\n\n{spec.prompt_text}"
