@@ -110,7 +110,7 @@ async def _measure(name: str) -> list[str]:
             low, high = wilson_interval(total, 24)
             rows.append(
                 f"| {name} | {kind} | {total}/24 ({agreed['calibration']} + "
-                f"{agreed['holdout']}) | {low:.0%}-{high:.0%} | "
+                f"{agreed['holdout']}) | {round(low * 100)}-{round(high * 100)} % | "
                 f"{min(good):.2f}-{max(good):.2f} | {min(bad):.2f}-{max(bad):.2f} | "
                 f"{seconds:.0f} |"
             )

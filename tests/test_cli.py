@@ -120,29 +120,32 @@ def _judging(answers: dict[str, str] | None = None) -> Any:
     return DemoJudging(ModelJudgeClient(FunctionModel(judge)), question, "a test judge")
 
 
-async def test_the_default_question_is_held_to_its_cause_without_being_told_the_answer() -> None:
-    """Promise (issue 32, 3): on "Why is the sky blue?" an answer that never names the process
-    fails with a defect that says what is missing, not what to write: the retry prompt never
-    holds the word the check looks for, so the second draft earns its pass."""
+async def test_the_demo_feedback_names_the_defect_and_retries_are_sampled_fresh() -> None:
+    """Promise (issue 32, 3): the demo's feedback says what is wrong (too long, what the judge
+    found), never the answer; the retries are sampled at RETRY_TEMPERATURE with a seed each
+    (at temperature 0 a small model repeats its draft whatever the feedback)."""
     from jevrefine import Prompt
-    from jevrefine.cli._demo import SKY_PROMPT, refine_demo
+    from jevrefine.cli._demo import RETRY_TEMPERATURE, WORD_LIMIT, refine_demo
     from jevrefine.testing import FunctionModel
 
-    out = io.StringIO()
-    seen: list[str] = []
+    seen: list[Prompt] = []
 
     def answer(prompt: Prompt) -> str:
-        seen.append(prompt.messages[-1].text)  # type: ignore[union-attr]
-        if len(seen) == 1:
-            return "The sky is blue because it is a shade of blue."
-        return "Air molecules scatter blue sunlight more than red, so the sky looks blue."
+        seen.append(prompt)
+        if len(seen) < 3:
+            return " ".join(["long"] * (WORD_LIMIT + 1))
+        return "Air scatters blue light more than red."
 
-    await refine_demo(out, FunctionModel(answer), SKY_PROMPT, "Be brief.", _judging())
-    text = out.getvalue()
-    assert "names_the_cause=FAILED" in text
-    assert "does not name the physical process that makes the sky look blue" in seen[1]
-    assert "scatter" not in seen[1].lower()  # the feedback names the gap, not the answer
-    assert "the first draft failed names_the_cause; the returned answer passes" in text
+    out = io.StringIO()
+    await refine_demo(out, FunctionModel(answer), "Why is the sky blue?", "Be brief.", _judging())
+    retry = seen[1].messages[-1].text  # type: ignore[union-attr]
+    assert f"The answer is longer than {WORD_LIMIT} words" in retry
+    assert "scatter" not in retry.lower()  # the feedback names the gap, not the answer
+    options = [(p.options.temperature, p.options.seed) for p in seen]
+    assert options[0] == (0.0, 7)
+    assert [t for t, _ in options[1:]] == [RETRY_TEMPERATURE, RETRY_TEMPERATURE]
+    assert len({seed for _, seed in options}) == 3
+    assert "the first draft failed short; the returned answer passes" in out.getvalue()
 
 
 async def test_demo_streams_each_attempt_then_its_verdict_before_the_next_model_call() -> None:
@@ -233,7 +236,10 @@ async def test_the_typed_step_is_refined_with_the_validation_error() -> None:
     out = io.StringIO()
     await typed_demo(out, FunctionModel(answer), "Be brief.", "Paris facts?", CityFacts)
     text = out.getvalue()
-    error = "population_millions: input should be less than 100; you wrote 6000000"
+    error = (
+        "population_millions (the number of inhabitants, in millions): input should be less "
+        "than 100; you wrote 6000000"
+    )
     assert f"- fits_output_type: The answer is not a valid CityFacts: {error}" in text
     assert error in prompts[1]
     assert "fits CityFacts" in text

@@ -81,3 +81,18 @@ async def test_a_fitting_answer_adds_nothing_to_the_verdict() -> None:
     assert (await spec.entity(CityFacts)).city == "Paris"
     (prompt,) = model.prompts
     assert "fits_output_type" not in user_text(prompt)
+
+
+async def test_the_feedback_says_what_a_field_means_when_the_type_describes_it() -> None:
+    class Described(pydantic.BaseModel):
+        population_millions: float = pydantic.Field(
+            lt=100, description="the number of inhabitants, in millions"
+        )
+
+    model = scripted('{"population_millions": 2100000}', '{"population_millions": 2.1}')
+    client = ChatClient(model, advisors=[SelfRefineAdvisor(Judge(criteria=[]))])
+    assert (await client.prompt("Paris?").entity(Described)).population_millions == 2.1
+    assert (
+        "population_millions (the number of inhabitants, in millions): input should be less "
+        "than 100; you wrote 2100000"
+    ) in user_text(model.prompts[1])

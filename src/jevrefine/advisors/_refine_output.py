@@ -6,12 +6,14 @@ population of 6000000 where the type allows less than 100) ended the loop and th
 `entity()`, although a retry told what was wrong is exactly what the loop is for. So each judged
 attempt of a request that carries an output spec is also read as the type; when it does not fit,
 the verdict fails with one more finding, `fits_output_type`, whose detail says what is wrong
-("population_millions: input should be less than 100; you wrote 6000000") and so reaches the
-next attempt's prompt like any other defect. An answer that fits adds nothing to the verdict.
+("population_millions: input should be less than 100; you wrote 6000000", with the field's
+`description` when the type gives one) and so reaches the next attempt's prompt like any other
+defect. An answer that fits adds nothing to the verdict.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
@@ -51,12 +53,28 @@ def output_defect(spec: OutputSpec[Any], answer: str) -> str | None:
         problems = []
         for error in cause.errors()[:_MOST_PROBLEMS]:
             where = ".".join(map(str, error["loc"])) or "the value"
+            meaning = _description(spec, error["loc"])
+            if meaning:
+                where += f" ({meaning})"
             message = str(error["msg"])
             message = message[:1].lower() + message[1:]
             wrote = f"; you wrote {_shown(error['input'])}" if "input" in error else ""
             problems.append(f"{where}: {message}{wrote}")
         return f"The answer is not a valid {spec.name}: " + "; ".join(problems)
     return None
+
+
+def _description(spec: OutputSpec[Any], loc: Sequence[Any]) -> str | None:
+    """The schema's `description` of a top-level field, if the type gives one.
+
+    What a field means helps a model more than its name does.
+    """
+    if len(loc) != 1 or not isinstance(loc[0], str):
+        return None
+    fields = spec.schema.get("properties")
+    field = fields.get(loc[0]) if isinstance(fields, dict) else None
+    described = field.get("description") if isinstance(field, dict) else None
+    return described.strip() if isinstance(described, str) and described.strip() else None
 
 
 def with_output_check(

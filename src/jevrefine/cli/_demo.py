@@ -1,16 +1,18 @@
 """The refine loop of `jevrefine demo`: a judged answer streamed live, then a typed one.
 
 **The judge.** Code checks, whose defects say what is wrong and never what to write: a word
-limit that a first draft plausibly breaks (small models write 40-70 words for a "why"
-question), a check that the answer is not an echo of the feedback (a small model sometimes
-answers a retry with "The answer is longer than 25 words."), and on the default question a
-check that the answer names the physical process at all. Then one model-judged question:
-whether the answer agrees with a correct one. Offline that question is asked of
-`OFFLINE_JUDGE_MODEL` on a server of its own, never the answering model (seed 003: judge with a
-separate client), through `reference_judge` (it answers the question itself first, then
-compares: the way a small model can tell right from wrong); with `TYPESAFE_API_KEY` set, Jev
-answers it; on a hosted model without Jev, that model does. The code checks run first and a
-failed one skips the judging call (`fail_fast`).
+limit that a first draft plausibly breaks (small models write 40-80 words for a "why"
+question), and a check that the answer is not an echo of the feedback (a small model sometimes
+answers a retry with "The answer is longer than 25 words."). Then one model-judged question:
+whether the answer agrees with a correct one (an earlier version checked for the word
+"scatter" and told the model to write it: the retry then only copied the feedback). Offline
+that question is asked of `OFFLINE_JUDGE_MODEL` on a server of its own, never the answering
+model (seed 003: judge with a separate client), through `reference_judge` (it answers the
+question itself first, then compares: the way a small model can tell right from wrong); with
+`TYPESAFE_API_KEY` set, Jev answers it; on a hosted model without Jev, that model does. The
+code checks run first and a failed one skips the judging call (`fail_fast`). Attempt 1 runs at
+temperature 0; each retry is sampled fresh (`RETRY_TEMPERATURE`, a seed per attempt), or a
+small model repeats itself.
 
 **What is shown.** Each attempt streams as the model writes it (`stream_mode="live"`), then its
 verdict and, when it is rejected, that it goes back with its feedback. At the end the outcome:
@@ -18,9 +20,10 @@ the returned answer when an attempt passed, or "no attempt passed; best attempt 
 verdict when none did (seed 003 returns the best attempt; it is never dressed as a pass).
 
 **The typed step.** `entity(CityFacts)` through a `SelfRefineAdvisor`: an answer that is not a
-valid `CityFacts` is sent back with the validation error (`fits_output_type`), so a population of
-6000000 million is corrected by the model, not reported as a failure. Everything printed is
-computed by the run; nothing is canned.
+valid `CityFacts` is sent back with the validation error (`fits_output_type`: "population_millions
+(...): input should be less than 100; you wrote 6000000"), to be corrected by the model rather
+than reported as a failure; whether a small model manages is its own affair, and the demo
+says which happened. Everything printed is computed by the run; nothing is canned.
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from ..advisors._refine_output import OUTPUT_CRITERION, output_defect
+from ..advisors.chain import BaseAdvisor
 from ..advisors.self_refine import RefineReport, SelfRefineAdvisor
 from ..client import ChatClient
 from ..exceptions import JevrefineError
 from ..jev import JudgeClient, Noul
 from ..judge import Judge, JudgeInput, check, noul
 from ..judge._judge import reference_judge
+from ..messages import ChatOptions
 from ..streaming import AttemptJudged, AttemptRejected, AttemptStarted, Completed, TextDelta
 from ._providers import JEV_KEY_ENV, is_local_model, offline_judge_model, open_local_model
 
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
     from ..models.base import ChatModel
 
 __all__ = [
+    "RETRY_TEMPERATURE",
     "WORD_LIMIT",
     "DemoJudging",
     "demo_criteria",
@@ -71,11 +77,10 @@ ECHO_DEFECT: Final = (
 # What only an echo of the feedback contains: the defect's own wording and the retry section's.
 _ECHO_MARKS: Final = (f"longer than {WORD_LIMIT} words", "fewer words", "broke these rules")
 
-SKY_PROMPT: Final = "Why is the sky blue?"
-"""The demo's default question, which has a cause a code check can hold the answer to."""
-
-CAUSE_DEFECT: Final = "The answer does not name the physical process that makes the sky look blue"
-"""What is missing, not what to write: the model has to know the process itself."""
+RETRY_TEMPERATURE: Final = 0.7
+"""Retries are sampled (a fresh seed each): at temperature 0 a small model answers a retry with
+the first draft again, word for word, whatever the feedback (issue 31 measured 9 of 11 third
+attempts on Qwen2.5-Coder-0.5B repeating the second)."""
 
 ASKED_OF_JEV: Final = Noul(
     "Does assistant_answer correctly answer user_question?",
@@ -94,20 +99,37 @@ def _not_an_echo(judge_input: JudgeInput) -> bool:
     return not any(mark in text for mark in _ECHO_MARKS)
 
 
-def _names_the_cause(judge_input: JudgeInput) -> bool:
-    # Rayleigh scattering is the physics; the check only asks that the process is named.
-    return "scatter" in judge_input.assistant_answer.lower()
-
-
-def demo_criteria(prompt: str, question: Sequence[Criterion]) -> list[Criterion]:
-    """The demo's code checks for `prompt`, then the model-judged `question` criteria."""
+def demo_criteria(question: Sequence[Criterion]) -> list[Criterion]:
+    """The demo's code checks, then the model-judged `question` criteria."""
     criteria: list[Criterion] = [
         check("short", _short_enough, defect=SHORT_DEFECT),
         check("not_an_echo", _not_an_echo, defect=ECHO_DEFECT),
     ]
-    if prompt.strip() == SKY_PROMPT:
-        criteria.append(check("names_the_cause", _names_the_cause, defect=CAUSE_DEFECT))
     return criteria + list(question)
+
+
+class _FreshRetries(BaseAdvisor):
+    """Inside self-refine: attempt 1 at the caller's settings, each retry sampled fresh.
+
+    A retry goes at `RETRY_TEMPERATURE` with a seed of its own, so the same run still prints
+    the same attempts.
+    """
+
+    name = "demo-fresh-retries"
+    order = SelfRefineAdvisor.DEFAULT_ORDER + 1
+
+    def __init__(self) -> None:
+        self._attempt = 0
+
+    def before(self, request: ChatClientRequest) -> ChatClientRequest:
+        """Leave attempt 1 alone; sample the others."""
+        self._attempt += 1
+        if self._attempt == 1:
+            return request
+        options = request.prompt.options.merge(
+            ChatOptions(temperature=RETRY_TEMPERATURE, seed=7 + self._attempt)
+        )
+        return request.copy(prompt=request.prompt.with_options(options))
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,13 +249,13 @@ async def refine_demo(
 
     Prints each attempt as it is written, its verdict, and the outcome.
     """
-    criteria = demo_criteria(prompt, judging.question)
+    criteria = demo_criteria(judging.question)
     rules = ", ".join(c.name for c in criteria)
     out.write(f"  criteria: {rules} (code checks first; a failed one skips the judging call)\n")
     out.flush()
     judge = Judge(judging.client, criteria, fail_fast=True)
     advisor = SelfRefineAdvisor(judge, max_repeat_attempts=2, stream_mode="live")
-    client = ChatClient(chat_model, system=system, advisors=[advisor])
+    client = ChatClient(chat_model, system=system, advisors=[advisor, _FreshRetries()])
     # Temperature 0 and a seed: the same run on the same model prints the same attempts.
     spec = client.prompt(prompt).options(max_tokens=96, temperature=0.0, seed=7)
     started = time.perf_counter()
@@ -266,7 +288,7 @@ class _ShowTypedAttempts:
     """
 
     name = "demo-typed-attempts"
-    order = SelfRefineAdvisor.DEFAULT_ORDER + 1  # inside self-refine: once per attempt
+    order = SelfRefineAdvisor.DEFAULT_ORDER + 2  # inside self-refine: once per attempt
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
@@ -299,7 +321,8 @@ async def typed_demo(
     """
     # No criteria of its own: the type is the criterion (the loop reads every answer as it).
     advisor = SelfRefineAdvisor(Judge(criteria=[]), max_repeat_attempts=2)
-    refined = ChatClient(chat_model, system=system, advisors=[advisor, _ShowTypedAttempts(out)])
+    shown = _ShowTypedAttempts(out)
+    refined = ChatClient(chat_model, system=system, advisors=[advisor, _FreshRetries(), shown])
     started = time.perf_counter()
     try:
         value = (

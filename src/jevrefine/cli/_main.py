@@ -67,7 +67,9 @@ class CityFacts(pydantic.BaseModel):
     country: str
     # Bounded: SmolLM2 once answered 1111111111111111.0 million; a value no city has fails the
     # type, and the refine loop sends the validation error back.
-    population_millions: float = pydantic.Field(gt=0, lt=100)
+    population_millions: float = pydantic.Field(
+        gt=0, lt=100, description="the number of inhabitants, in millions"
+    )
 
 
 choose_provider = resolve_provider
