@@ -2,16 +2,15 @@
 
 Every local model in turn serves (llama.cpp, 1 thread) and judges two sets of question/answer
 pairs whose verdict nobody disputes: `CALIBRATION_PAIRS` (the 12 built-in pairs `jevrefine judge
---calibrate` uses) and `HOLDOUT_PAIRS` below (12 more, never used to choose a prompt or a
-threshold). Each pair is judged by the judges the CLI can build on that model:
+--calibrate` uses) and `HOLDOUT_PAIRS` below (16 more, see there). Each pair is judged by the judges the CLI can build on that model:
 
 - `reference` — `reference_judge(model, constraint="grammar")`, the offline default: the model
-  answers the question itself, then says whether the answer agrees (P(yes) >= 0.5);
+  answers the question itself, then says whether the answer agrees (P(yes) >= 0.47);
 - `rating` — `rating_judge(model)`, seed 003's 1-4 helpfulness rating, passing at 3;
 - `asked` — one noul asked directly, "Does assistant_answer correctly answer user_question?"
   (the question the demo asked before).
 
-Printed: per model and judge, pairs told apart of 24 (and per set), the 95 % Wilson interval,
+Printed: per model and judge, pairs told apart of 28 (and per set), the 95 % Wilson interval,
 P(yes) (or the expected rating) of the good and the bad answers, and seconds.
 
     python -m benchmarks.judge_calibration [--models smollm2-135m qwen2.5-coder-0.5b ...]
@@ -62,8 +61,17 @@ HOLDOUT_PAIRS = (
         "Because Earth is much closer to the Sun in summer than in winter.",
         False,
     ),
+    KnownPair(
+        "Why is the sky blue?",
+        "Sunlight is scattered by the molecules of the air, and blue light the most.",
+        True,
+    ),
+    KnownPair("Why is the sky blue?", "Because the sky reflects the blue of the oceans.", False),
+    KnownPair("What is 7 plus 8?", "15.", True),
+    KnownPair("What is 7 plus 8?", "It is a number.", False),
 )
-"""Held out: never used to choose the reference judge's prompt or threshold."""
+"""The second set: the first 12 were judged only after the prompt was chosen on the calibration
+pairs; the last 4 (a restatement among them) came with the rewording that catches restatements."""
 
 ASKED = Noul(
     "Does assistant_answer correctly answer user_question?",
@@ -107,9 +115,10 @@ async def _measure(name: str) -> list[str]:
                     (good if pair.good else bad).append(_value(verdict.findings[0].answer))
             seconds = time.perf_counter() - started
             total = sum(agreed.values())
-            low, high = wilson_interval(total, 24)
+            count = len(CALIBRATION_PAIRS) + len(HOLDOUT_PAIRS)
+            low, high = wilson_interval(total, count)
             rows.append(
-                f"| {name} | {kind} | {total}/24 ({agreed['calibration']} + "
+                f"| {name} | {kind} | {total}/{count} ({agreed['calibration']} + "
                 f"{agreed['holdout']}) | {round(low * 100)}-{round(high * 100)} % | "
                 f"{min(good):.2f}-{max(good):.2f} | {min(bad):.2f}-{max(bad):.2f} | "
                 f"{seconds:.0f} |"

@@ -18,6 +18,7 @@ from cli_support import run_cli, write_jsonl
 from jevrefine.cli import _main
 from jevrefine.cli._config import load_config, open_models
 from jevrefine.cli._providers import local_model_title
+from jevrefine.judge import CALIBRATION_PAIRS
 from jevrefine.local import KNOWN_MODELS, OFFLINE_JUDGE_MODEL, OFFLINE_MODEL
 from jevrefine.models.openai import OpenAIChatModel
 from jevrefine.testing import FakeOpenAIServer
@@ -197,6 +198,7 @@ RIGHT = {
     "Air molecules scatter blue sunlight much more than red, so blue light reaches us from "
     "every part of the sky.",
 }
+WRONG = {p.answer for p in CALIBRATION_PAIRS if not p.good}
 
 
 @contextlib.asynccontextmanager
@@ -236,14 +238,7 @@ async def test_a_judge_near_chance_is_a_warning_and_judge_calibrate_exits_1(
 ) -> None:
     """Promise: a judge that passes everything (right on half the pairs) is flagged near
     chance, with what to do instead; `judge --calibrate` says so and exits 1."""
-    everything = RIGHT | {
-        "120.",
-        "I like turtles.",
-        "Spiders have six legs.",
-        "Water boils at 50 °C at sea level.",
-        "Bonjour.",
-        "Because the sky reflects the blue of the oceans.",
-    }
+    everything = RIGHT | WRONG
     async with _offline(fake_local, everything):
         code = await run_cli("judge", "--calibrate", "--no-progress")
     err = capsys.readouterr().err

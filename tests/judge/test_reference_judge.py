@@ -45,7 +45,7 @@ async def test_the_reference_reaches_the_state_and_decides() -> None:
     assert list(model.states[0]) == ["user_question", "assistant_answer", "expected_output"]
     assert model.states[0]["expected_output"] == REFERENCE
     # What the failed answer is told says it is wrong, not what is right.
-    assert "contradicts a correct answer" in wrong.feedback
+    assert "does not give a correct answer" in wrong.feedback
     assert "Paris" not in wrong.feedback
     assert right.response is not None
     assert right.response.usage.total_tokens > 0

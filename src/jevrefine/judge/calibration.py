@@ -10,10 +10,9 @@ if calibration.near_chance:
 ```
 
 `CALIBRATION_PAIRS` holds twelve short question/answer pairs whose verdict nobody disputes: six
-correct answers and six wrong ones (a wrong number, an irrelevant reply, a wrong fact, a
-popular misconception), each
-question once with a right answer and once with a wrong one, so a judge cannot score well by
-passing (or failing) everything, or by reading the question alone. `calibrate` judges every
+correct answers and six wrong ones (a wrong number, an irrelevant reply, a wrong fact, an
+answer that only restates the question), each question once with a right answer and once
+with a wrong one, so a judge cannot score well by passing (or failing) everything, or by reading the question alone. `calibrate` judges every
 pair with the judge as given and counts the verdicts that match.
 
 A judge is **near chance** when the 95 % Wilson interval of its accuracy reaches down to 50 %:
@@ -83,7 +82,7 @@ CALIBRATION_PAIRS: Final[tuple[KnownPair, ...]] = (
         "from every part of the sky.",
         True,
     ),
-    KnownPair("Why is the sky blue?", "Because the sky reflects the blue of the oceans.", False),
+    KnownPair("Why is the sky blue?", "The sky is blue.", False),
 )
 """The built-in set: six good answers and six bad ones, each question once of each."""
 
