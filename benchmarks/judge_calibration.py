@@ -2,7 +2,8 @@
 
 Every local model in turn serves (llama.cpp, 1 thread) and judges two sets of question/answer
 pairs whose verdict nobody disputes: `CALIBRATION_PAIRS` (the 12 built-in pairs `jevrefine judge
---calibrate` uses) and `HOLDOUT_PAIRS` below (16 more, see there). Each pair is judged by the judges the CLI can build on that model:
+--calibrate` uses) and `HOLDOUT_PAIRS` below (16 more, see there). Each pair is judged by
+the judges the CLI can build on that model:
 
 - `reference` — `reference_judge(model, constraint="grammar")`, the offline default: the model
   answers the question itself, then says whether the answer agrees (P(yes) >= 0.47);

@@ -12,8 +12,9 @@ if calibration.near_chance:
 `CALIBRATION_PAIRS` holds twelve short question/answer pairs whose verdict nobody disputes: six
 correct answers and six wrong ones (a wrong number, an irrelevant reply, a wrong fact, an
 answer that only restates the question), each question once with a right answer and once
-with a wrong one, so a judge cannot score well by passing (or failing) everything, or by reading the question alone. `calibrate` judges every
-pair with the judge as given and counts the verdicts that match.
+with a wrong one, so a judge cannot score well by passing (or failing) everything, or by
+reading the question alone. `calibrate` judges every pair with the judge as given and counts
+the verdicts that match.
 
 A judge is **near chance** when the 95 % Wilson interval of its accuracy reaches down to 50 %:
 on twelve pairs, fewer than 10 right. A judge that passes every answer is right on half the
