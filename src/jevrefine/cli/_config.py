@@ -570,6 +570,7 @@ class CliConfig(_Section):
         described = self.model_dump(mode="json")
         described["model"]["provider"] = resolve_provider(self.model.provider)
         described["model"]["max_tokens"] = self.max_tokens()
+        described["judge"]["kind"] = judge_kind(self)  # `auto` said as what it will be
         described["run"]["concurrency"] = self.concurrency()
         described["api_keys"] = {
             name: "set" if os.environ.get(var) else "not set" for name, var in _KEYS.items()
