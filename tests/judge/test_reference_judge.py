@@ -90,3 +90,23 @@ def test_bad_arguments_are_named() -> None:
         ModelJudgeClient(FunctionModel(lambda p: "x"), reference_answers="yes")  # type: ignore[arg-type]
     with pytest.raises(JudgeUsageError, match="minimum=2 must be at most 1"):
         reference_judge(FunctionModel(lambda p: "x"), minimum=2)
+
+
+async def test_the_comparison_reads_the_conversation_without_its_system_message() -> None:
+    """A small judge marks a right answer down for a system message's format rules: the
+    reference and the comparison read the user's turns only (one reference for both)."""
+    model = JudgeModel()
+    judge = reference_judge(FunctionModel(model))
+    question = "system: Answer in two sentences,\nplease.\nuser: Capital of France?"
+    assert (await judge.evaluate(JudgeInput(question, "Paris."))).passed
+    assert (await judge.evaluate(JudgeInput("user: Capital of France?", "Paris!"))).passed
+    assert model.references == 1
+    assert [s["user_question"] for s in model.states] == ["user: Capital of France?"] * 2
+
+
+def test_without_system_keeps_every_other_turn() -> None:
+    from jevrefine.judge._reference import without_system
+
+    conversation = "system: Be brief.\nMore rules.\nuser: Hi\nthere\nassistant: Hello\nuser: Why?"
+    assert without_system(conversation) == "user: Hi\nthere\nassistant: Hello\nuser: Why?"
+    assert without_system("system: only a system message") == "system: only a system message"

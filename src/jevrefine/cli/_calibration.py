@@ -39,6 +39,7 @@ __all__ = [
     "cached_calibration",
     "calibration_key",
     "calibration_line",
+    "is_cached",
     "measure",
     "wants_calibration",
 ]
@@ -152,6 +153,13 @@ def cached_calibration(judge: Judge, judge_model: ChatModel) -> Calibration | No
     """The calibration measured earlier for `judge` on `judge_model`, if the cache holds it."""
     key = calibration_key(judge, model_identity(judge_model))
     return _cached(_read_cache(_cache_path()).get(key))
+
+
+def is_cached(judge: Judge, models: Models) -> bool:
+    """Whether `measure` will read the judge's calibration from the cache."""
+    judge_model = models.judge_model
+    identity = model_identity(judge_model) if judge_model is not None else "jev"
+    return _cached(_read_cache(_cache_path()).get(calibration_key(judge, identity))) is not None
 
 
 async def measure(

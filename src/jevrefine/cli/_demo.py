@@ -187,8 +187,8 @@ def _calibration_note(judge: Judge, judge_model: ChatModel) -> str:
             "  (`jevrefine judge --calibrate` measures this judge on 12 known right and wrong "
             "answers; `run` does it before its first run)\n"
         )
-    flag = "WARNING: near chance; " if calibration.near_chance else ""
-    return f"  {flag}on known answers it {calibration.summary()} (measured earlier)\n"
+    flag = "WARNING, near chance: " if calibration.near_chance else ""
+    return f"  calibration: {flag}it {calibration.summary()} (measured earlier)\n"
 
 
 def _is_local(chat_model: ChatModel) -> bool:

@@ -393,15 +393,16 @@ class _Batch:
 
     async def _show_calibration(self, models: Models, *, refresh: bool = False) -> Calibration:
         """Measure (or read from the cache) the judge's calibration; say it on stderr."""
-        from ._calibration import calibration_line, measure
+        from ._calibration import calibration_line, is_cached, measure
 
         assert models.judge is not None
-        print(
-            f"judge: {models.judge_description}; checking it on {len(CALIBRATION_PAIRS)} known "
-            "right and wrong answers (once per judge model, then cached)...",
-            file=sys.stderr,
-            flush=True,
-        )
+        if refresh or not is_cached(models.judge, models):
+            print(
+                f"judge: {models.judge_description}; checking it on {len(CALIBRATION_PAIRS)} "
+                "known right and wrong answers (once per judge model, then cached)...",
+                file=sys.stderr,
+                flush=True,
+            )
         calibration, cached = await measure(models.judge, models, refresh=refresh)
         print(calibration_line(calibration, models, cached=cached), file=sys.stderr, flush=True)
         return calibration

@@ -8,7 +8,8 @@ the part it can do, comparing two short texts the part it does well (MT-Bench's
 "reference-guided grading"). `ModelJudgeClient(reference_answers=True)` does that: before the
 questions are asked about a state holding a `user_question` and no `expected_output`, the model
 answers the question (once per question text: the retries of one prompt share it), and the
-state carries that answer as `expected_output`.
+state carries that answer as `expected_output`. Both read the conversation without its system
+message (`without_system`): the comparison is about what the answer says, not its format.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from typing import Any, Final
 
 from ..messages import ChatOptions, Prompt, SystemMessage, UserMessage
 
-__all__ = ["REFERENCE_SYSTEM_PROMPT", "ReferenceCache", "reference_prompt", "with_reference"]
+__all__ = [
+    "REFERENCE_SYSTEM_PROMPT",
+    "ReferenceCache",
+    "needs_reference",
+    "reference_prompt",
+    "with_reference",
+    "without_system",
+]
 
 REFERENCE_SYSTEM_PROMPT: Final = "You answer questions correctly and briefly."
 """The system message of the request that writes the reference answer."""
@@ -39,6 +47,29 @@ def reference_prompt(user_question: str, temperature: float) -> Prompt:
     )
     options = ChatOptions(temperature=temperature, max_tokens=REFERENCE_MAX_TOKENS)
     return Prompt((SystemMessage(REFERENCE_SYSTEM_PROMPT), UserMessage(user)), options)
+
+
+_ROLES: Final = ("system: ", "user: ", "assistant: ")
+
+
+def without_system(user_question: str) -> str:
+    """The conversation of a `JudgeInput.user_question` without its system message.
+
+    A small judge reads a system message's instructions as part of the question: under
+    "system: Answer in two sentences." Qwen2.5-Coder-1.5B gave the right answer "12 times 12 is
+    144." P(yes) 0.45 instead of 0.55, and a right explanation less than an answer that only
+    restates the question (docs/guide/judge.md). How an answer must look is for code checks to
+    hold; the reference and its comparison are about what it says. A line belongs to the message
+    whose `role: ` prefix came last (a message may span lines).
+    """
+    kept: list[str] = []
+    dropping = False
+    for line in user_question.splitlines():
+        if line.startswith(_ROLES):
+            dropping = line.startswith("system: ")
+        if not dropping:
+            kept.append(line)
+    return "\n".join(kept) if kept else user_question
 
 
 def needs_reference(state: object) -> str | None:

@@ -49,7 +49,13 @@ from ..messages import (
 from ..models.base import ChatModel
 from ..telemetry import InstrumentationSettings, Telemetry, instrument_model
 from ._explain import JudgeExample, explain_prompt, explanation_of, render_examples
-from ._reference import ReferenceCache, needs_reference, reference_prompt, with_reference
+from ._reference import (
+    ReferenceCache,
+    needs_reference,
+    reference_prompt,
+    with_reference,
+    without_system,
+)
 
 if TYPE_CHECKING:
     from opentelemetry._logs import LoggerProvider
@@ -282,9 +288,10 @@ class ModelJudgeClient:
         reference_answers: Reference-guided judging: when the state holds a `user_question`
             and no `expected_output`, the model first answers the question itself (one request
             per distinct question, kept for the retries of the same prompt), and the questions
-            are asked of the state with that answer as `expected_output`. Its tokens count in
-            the response's usage. A small model judges correctness far better this way
-            (`reference_judge`; measured in docs/guide/judge.md).
+            are asked of the state with that answer as `expected_output`; both read the
+            conversation without its system message (the comparison is about content, not
+            format). Its tokens count in the response's usage. A small model judges
+            correctness far better this way (`reference_judge`; docs/guide/judge.md).
         instrumentation: The telemetry settings above as one `InstrumentationSettings`
             (shareable with the `ChatClient`); not together with them.
 
@@ -413,8 +420,10 @@ class ModelJudgeClient:
         usage = Usage()
         question = needs_reference(state) if self.reference_answers else None
         if question is not None:
+            question = without_system(question)
             reference, usage = await self._reference(question)
-            state = with_reference(cast("Mapping[str, Any]", state), reference)
+            asked = {**cast("Mapping[str, Any]", state), "user_question": question}
+            state = with_reference(asked, reference)
         for qid, spec in specs.items():
             if self._examples.get(qid):
                 shots = render_examples(qid, self._examples[qid], spec.allowed)
