@@ -69,7 +69,7 @@ def test_version() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(280)  # a few local-model calls; a loaded 2-core machine can take a while
 def test_demo_runs_offline_on_the_local_model(
-    local_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
+    local_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     # The demo starts its own server: run it in a subprocess so the two never share a process.
     env = {
@@ -77,8 +77,12 @@ def test_demo_runs_offline_on_the_local_model(
         for k, v in __import__("os").environ.items()
         if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     }
-    # The bundled model: the demo's own default (Qwen) is a 469 MiB download.
+    # The bundled model, answering and judging: the demo's own defaults (the Qwen models) are
+    # 1.5 GB of downloads. A cache of its own: a test never touches the user's.
     env["JEVREFINE_LOCAL_MODEL"] = "smollm2-135m"
+    env["JEVREFINE_LOCAL_JUDGE_MODEL"] = "smollm2-135m"
+    env["JEVREFINE_LOCAL_THREADS"] = "1"
+    env["JEVREFINE_CACHE_DIR"] = str(tmp_path / "cache")
     result = subprocess.run(
         [sys.executable, "-m", "jevrefine", "demo", "Name one colour.", "--provider", "auto"],
         capture_output=True,
@@ -95,7 +99,8 @@ def test_demo_runs_offline_on_the_local_model(
     assert "  attempt 1: " in out
     assert "    verdict: passed=" in out
     assert "[short=" in out
-    assert "answers_question=" in out
+    assert "agrees_with_reference=" in out
+    assert "smollm2 (the answering model itself)" in out  # said, when it judges itself
     assert "  outcome: " in out
     assert "output tokens" in out
     assert "CityFacts" in out
