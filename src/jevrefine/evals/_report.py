@@ -72,6 +72,9 @@ class EvalReport:
             "grader_tokens": _total(self.results, "grader_tokens"),
             "latency_s": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
             "judge_agreement": None if self.judge == "none" else _agreement(ok),
+            # With `asserts` the loop's judge is built from the oracle's own assertions: their
+            # agreement (a kappa of 1) holds by construction and measures nothing.
+            "judge_is_oracle": self.judge == "asserts",
             "per_assertion": _per_assertion(ok),
             "escalated": sum(len(a.get("escalated") or ()) for row in ok for a in row["attempts"]),
             **_echoes(ok),

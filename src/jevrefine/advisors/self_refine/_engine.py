@@ -37,6 +37,7 @@ from ...telemetry import clear_last_call, last_call, record_time_to_first_chunk
 from ...tools import record_tool_calls
 from ..tool_calling import ToolCallingAdvisor
 from ._input import retry_prompt, tool_calls_from_prompt, tool_calls_from_records, user_question
+from ._output import with_output_check
 from ._report import Attempt, Outcome, RefineReport, SelfRefineFailedError
 from ._strategy import RetryStrategy, quotes_feedback, repeated_attempt
 from ._telemetry import CurrentSpan, mark_failed, record_evaluator_error, record_verdict
@@ -493,6 +494,8 @@ class Refinement:
         except _Unjudged:
             self.attempts.append(Attempt(number, answer, None, usage))
             return None, "unjudged"
+        # An answer `entity(T)` could not read as T fails, saying why (see `_output`).
+        verdict = with_output_check(settings.judge, verdict, request.output_spec, answer)
         record_verdict(self.telemetry, span, verdict, response_id, evaluated)
         echo = (
             previous is not None
