@@ -612,15 +612,15 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                     )
                     model.original = model.retry_temperature = model.resample_temperature = None
                     rows.append(row)
-                for name in args.strategies if setup == "verifiers" else []:
+                for strategy in args.strategies if setup == "verifiers" else []:
                     row = await run_refine(
                         case,
-                        f"{setup}{{{name}}}",
+                        f"{setup}{{{strategy}}}",
                         model,
                         judge_model,
                         options,
                         DEFAULT_FEEDBACK_TEMPLATE,
-                        STRATEGIES[name],
+                        STRATEGIES[strategy],
                     )
                     rows.append(row)
             for peer in peers:
