@@ -862,7 +862,14 @@ async def run(args: argparse.Namespace) -> None:
     raw = benchmark.case_file.load()
     args.available = len(raw)
     if args.from_dump:
-        report(load_dumps(args.from_dump, benchmark), args)
+        rows = load_dumps(args.from_dump, benchmark)
+        if not rows:  # e.g. IFEval's dumps reported as IFBench's, the default
+            others = ", ".join(name for name in BENCHMARKS if name != benchmark.name)
+            raise SystemExit(
+                f"bench_quality: {', '.join(args.from_dump)} hold no {benchmark.title} rows; pass "
+                f"--benchmark with the benchmark they were run on ({others})"
+            )
+        report(rows, args)
         return
     if args.dev:
         chosen = development(raw, args.n, benchmark.published_n)

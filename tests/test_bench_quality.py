@@ -236,6 +236,16 @@ def test_a_dump_of_both_benchmarks_reports_each_on_its_own(tmp_path) -> None:
     assert bq.finished_cases(dump, bq.IFEVAL) == {"smol": {new.case}}
 
 
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the verifiers are not installed")
+def test_a_report_on_dumps_without_the_benchmarks_rows_says_which_to_pass(tmp_path) -> None:
+    row = bq.Row("ifeval-1001", "verifiers", answers=["b"], oracle=[True], final=True)
+    row.benchmark = "ifeval"
+    dump = tmp_path / "ifeval.jsonl"
+    dump.write_text(_dump_line("smol", row))
+    with pytest.raises(SystemExit, match=r"hold no IFBench rows; pass --benchmark .* \(ifeval\)"):
+        bq.main(["--from-dump", str(dump)])
+
+
 def test_ifevals_published_subset_and_dev_slice_split_its_cases() -> None:
     cases = bq.IFEVAL.case_file.load()
     published = bq.select(cases, bq.IFEVAL_PUBLISHED_N)
