@@ -8,7 +8,7 @@ import json
 import pytest
 from benchmarks.ifbench import convert, verify
 
-from verifier_support import DUMMY, resolve, skip_without
+from verifier_support import DUMMY, evaluate_answers, resolve, skip_without
 
 needs_verifiers = skip_without(verify.VERIFIERS)
 
@@ -79,3 +79,11 @@ def test_metadata_is_found_in_promptfoo_shapes_too() -> None:
         verify.check_0(DUMMY, {"vars": {}})
     with pytest.raises(IndexError, match="only 1 instruction"):
         verify.check_1(DUMMY, {"metadata": case["metadata"]})
+
+
+@needs_verifiers
+async def test_jevrefine_evaluates_the_case_file() -> None:
+    good = "kaleidoscope nebula nebula " + "whisper " * 3 + "labyrinth " * 5 + "paradox " * 7
+    answers = {"ifbench-0": good, "ifbench-1": "Courtesy."}
+    passed = await evaluate_answers(convert.CASES, answers)
+    assert passed == {"ifbench-0": True, "ifbench-1": False}

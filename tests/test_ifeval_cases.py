@@ -18,7 +18,7 @@ from benchmarks.ifeval import convert, verify
 from benchmarks.verifiable.verifiers import VerifierUnavailableError
 
 from jevrefine.evals import load_cases
-from verifier_support import DUMMY, resolve, skip_without
+from verifier_support import DUMMY, evaluate_answers, resolve, skip_without
 
 CASE_FILE = convert.CASE_FILE
 VERIFIERS = verify.VERIFIERS
@@ -241,3 +241,15 @@ def test_both_benchmarks_verifiers_load_in_one_process(order: tuple[str, str]) -
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+
+
+@needs_verifiers
+async def test_jevrefine_evaluates_the_case_file() -> None:
+    short = "Raymond III was Count of Tripoli. *Early life* *Regency* *Hattin*"
+    answers = {
+        "ifeval-1000": short + " word" * 300,  # three instructions, all followed
+        "ifeval-1001": "Good morrow, traveller.",  # a comma
+        "ifeval-1128": "Negative. Is there anything else I can help with?",
+    }
+    passed = await evaluate_answers(CASE_FILE.path, answers)
+    assert passed == {"ifeval-1000": True, "ifeval-1001": False, "ifeval-1128": True}

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from benchmarks.verifiable.verifiers import Verifiers, VerifierUnavailableError
+
+from jevrefine import ChatClient
+from jevrefine.evals import evaluate, load_cases
+from jevrefine.messages import Prompt
+from jevrefine.testing import FunctionModel
 
 DUMMY = "Hello. This is a short answer, with one sentence more.\n\nA second paragraph."
 """An answer every assertion can be run on."""
@@ -34,3 +41,24 @@ def resolve(reference: str) -> Any:
     """The function a `python` assertion's `module:function` names."""
     module, _, name = reference.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+async def evaluate_answers(case_file: Path, answers: Mapping[str, str]) -> dict[str, bool | None]:
+    """Each named case of `case_file` run by `jevrefine.evals.evaluate`, its model answering
+    `answers[case id]`, one attempt: whether it passed, by case id.
+
+    This is the path `jevrefine eval CASES.jsonl` takes: the references are checked and imported
+    by jevrefine itself. A row with an error fails the test, saying which.
+    """
+    cases = [c for c in load_cases(case_file) if c.id in answers]
+    assert sorted(c.id for c in cases) == sorted(answers)
+
+    def answer(prompt: Prompt) -> str:
+        last = prompt.last_user_message()
+        assert last is not None
+        return next(answers[c.id] for c in cases if c.input == last.text)
+
+    report = await evaluate(cases, ChatClient(FunctionModel(answer)), judge="none")
+    rows = report.to_dict()["results"]
+    assert [(r["id"], r["error"]) for r in rows if r["error"]] == []
+    return {r["id"]: r["passed_final"] for r in rows}

@@ -53,7 +53,7 @@ VERIFIERS = Verifiers(
 )
 """IFEval's verifiers; `check` and `check_<i>` are its methods."""
 
-check = VERIFIERS.check
-check_0 = VERIFIERS.check_nth(0)
-check_1 = VERIFIERS.check_nth(1)
-check_2 = VERIFIERS.check_nth(2)
+check = VERIFIERS.check(__name__)
+check_0 = VERIFIERS.check_nth(0, __name__)
+check_1 = VERIFIERS.check_nth(1, __name__)
+check_2 = VERIFIERS.check_nth(2, __name__)

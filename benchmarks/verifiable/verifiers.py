@@ -153,23 +153,38 @@ class Verifiers:
             for iid, kwargs in zip(instruction_ids, kwargs_list, strict=True)
         ]
 
-    def check(self, output: str, context: Mapping[str, Any]) -> bool:
+    def passes(self, output: str, context: Mapping[str, Any]) -> bool:
         """Every instruction of the case is followed (the prompt-level strict score)."""
         ids, kwargs, prompt = instructions_of(context)
         return all(r.passed for r in self.verify(output, ids, kwargs, prompt))
 
-    def check_nth(self, index: int) -> Callable[[str, Mapping[str, Any]], bool]:
-        """The assertion `check_<index>`: instruction `index` of the case is followed."""
+    def follows(self, index: int, output: str, context: Mapping[str, Any]) -> bool:
+        """Instruction `index` of the case is followed (strict)."""
+        ids, kwargs, prompt = instructions_of(context)
+        if index >= len(ids):
+            raise IndexError(f"check_{index}: the case has only {len(ids)} instruction(s)")
+        return self.verify_instruction(output, ids[index], kwargs[index], prompt).passed
+
+    def check(self, module: str) -> Callable[[str, Mapping[str, Any]], bool]:
+        """The assertion `module:check`: every instruction of the case is followed.
+
+        `module` is the benchmark's verify module (its `__name__`): a jevrefine `python`
+        reference takes only a function whose `__module__` is the module it names.
+        """
+
+        def check(output: str, context: Mapping[str, Any]) -> bool:
+            return self.passes(output, context)
+
+        return _defined_in(module, check, "check", "Every instruction of the case is followed.")
+
+    def check_nth(self, index: int, module: str) -> Callable[[str, Mapping[str, Any]], bool]:
+        """The assertion `module:check_<index>`: instruction `index` of the case is followed."""
 
         def check_nth(output: str, context: Mapping[str, Any]) -> bool:
-            ids, kwargs, prompt = instructions_of(context)
-            if index >= len(ids):
-                raise IndexError(f"check_{index}: the case has only {len(ids)} instruction(s)")
-            return self.verify_instruction(output, ids[index], kwargs[index], prompt).passed
+            return self.follows(index, output, context)
 
-        check_nth.__name__ = check_nth.__qualname__ = f"check_{index}"
-        check_nth.__doc__ = f"Instruction {index} of the case is followed (strict)."
-        return check_nth
+        doc = f"Instruction {index} of the case is followed (strict)."
+        return _defined_in(module, check_nth, f"check_{index}", doc)
 
     def _install_hint(self) -> str:
         libraries = ", ".join(self.imports)
@@ -178,6 +193,15 @@ class Verifiers:
             f"and {libraries}; run: {sys.executable} -m pip install --no-deps {PIN} && "
             f'{sys.executable} -m pip install -e ".[bench]"'
         )
+
+
+def _defined_in(
+    module: str, function: Callable[[str, Mapping[str, Any]], bool], name: str, doc: str
+) -> Callable[[str, Mapping[str, Any]], bool]:
+    function.__module__ = module
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = doc
+    return function
 
 
 @functools.cache
