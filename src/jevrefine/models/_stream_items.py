@@ -91,7 +91,7 @@ class Reader:
     def text(self, value: object, where: str) -> str:
         """A string the server sent (`None` reads as `""`), scrubbed, always valid Unicode.
 
-        A lone surrogate (a JSON escape such as `\\ud800` with no pair) is replaced by U+FFFD
+        A lone surrogate (a JSON escape for U+D800 to U+DFFF with no pair) is replaced by U+FFFD
         here, once: no string jevrefine keeps can then fail to encode downstream (memory,
         retrieval, the judge, the next request).
         """
