@@ -275,3 +275,20 @@ def test_the_benchmark_option_picks_the_subset_size_and_names_the_report() -> No
     assert (
         "IFBench's 269 offline-verifiable test prompts (`benchmarks/ifbench/cases.jsonl`)" in text
     )
+
+
+def test_judge_kappa_summary_counts_and_bounds_its_interval() -> None:
+    from benchmarks import bench_judge_kappa as bk
+
+    rows = [
+        bk.Judged("j", f"c{i}", "m", 1, oracle=i % 3 == 0, judged=i % 2 == 0, judge_tokens=10,
+                  seconds=1.0)
+        for i in range(30)
+    ]  # fmt: skip
+    summary = bk.summary(rows)
+    assert summary["tp"] + summary["fp"] + summary["fn"] + summary["tn"] == 30
+    assert summary["tp"] == sum(1 for r in rows if r.oracle and r.judged)
+    lo, hi = summary["kappa_ci95"]
+    assert -1.0 <= lo <= hi <= 1.0
+    perfect = [bk.Judged("j", f"c{i}", "m", 1, i % 2 == 0, i % 2 == 0, 0, 0.0) for i in range(20)]
+    assert bk.summary(perfect)["kappa"] == 1.0
