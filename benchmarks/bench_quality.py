@@ -108,9 +108,17 @@ TEMPLATES: Mapping[str, str] = {
 
 
 # The SDK's loop options measured (`--strategies`): `SelfRefineAdvisor(strategy=...)` as a user
-# writes it. `today` is the loop as it shipped on 2026-12-02 (RetryStrategy's defaults then).
+# writes it. The plain `verifiers` setup is the SDK's default strategy; `today` is the loop as it
+# shipped before the options were measured (every option spelled out, so it stays that loop).
 STRATEGIES: Mapping[str, RetryStrategy] = {
-    "today": RetryStrategy(),
+    "today": RetryStrategy(
+        temperature=None,
+        fresh_seeds=False,
+        identical="send",
+        repeats="judge",
+        feedback="appended",
+        samples=1,
+    ),
     "fresh": RetryStrategy(temperature=0.7, fresh_seeds=True),
     "guard": RetryStrategy(repeats="guard", identical="resample", fresh_seeds=True),
     "stop": RetryStrategy(repeats="guard", identical="stop"),
