@@ -168,8 +168,12 @@ async def actor_client(
     async with http_client(_Urls(model_url, jev_url), concurrency) as client:
         yield client
     report = {"pid": os.getpid(), "cpu": time.process_time() - cpu0, "jevrefine": jr.__file__}
-    path = Path(reports) / f"actor-{os.getpid()}-{time.monotonic_ns()}.json"
-    path.write_text(json.dumps(report))
+    name = f"actor-{os.getpid()}-{time.monotonic_ns()}.json"
+    # Written aside and renamed: the reader polls for `actor-*.json` and must never see a file
+    # that exists but is still empty (a loaded CI machine caught it between the two).
+    partial = Path(reports) / f"partial-{name}"
+    partial.write_text(json.dumps(report))
+    partial.replace(Path(reports) / name)
 
 
 class _Urls:

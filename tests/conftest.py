@@ -4,6 +4,7 @@ OpenTelemetry in memory."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from collections.abc import AsyncIterator, Iterator
 
@@ -21,6 +22,21 @@ collect_ignore = [] if os.environ.get("JEVREFINE_PERF") else ["perf"]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _restore_jevrefine_log_levels() -> Iterator[None]:
+    """Put back every `jevrefine.*` logger's level after each test.
+
+    A test that quiets expected warnings must not hide them from the tests after it (caplog
+    sees only what the logger lets through), whatever order the suite runs in.
+    """
+    manager = logging.Logger.manager
+    names = ["jevrefine", *(n for n in manager.loggerDict if n.startswith("jevrefine."))]
+    levels = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 @pytest.fixture(scope="session")

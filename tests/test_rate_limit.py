@@ -340,6 +340,7 @@ HOSTILE_FIGURES = [-(10**12), -1, 1.5, math.nan, math.inf, "1000", True, 10**400
 async def test_a_figure_that_is_no_count_is_ignored_and_logged_once(
     figure: object, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="jevrefine.rate_limit")  # whatever ran before
     limiter = RateLimiter(RateLimit(tokens_per_minute=60_000))
     for _ in range(3):
         with anyio.fail_after(5):  # whatever the figure, the debt stays within one bucket
@@ -375,6 +376,7 @@ async def test_a_function_model_reporting_hostile_usage_in_a_batch(
             jr.ChatResponseMetadata(usage=jr.Usage(input_tokens=-(10**12), output_tokens=3)),
         )
 
+    caplog.set_level(logging.WARNING, logger="jevrefine.rate_limit")
     client = jr.ChatClient(FunctionModel(answer, model_name="negative"))
     limiter = RateLimiter(RateLimit(tokens_per_minute=60_000))
     with anyio.fail_after(10):

@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,10 +133,20 @@ async def _run(tmp_path: Path, total: int, concurrency: int) -> dict[str, float]
         return stats
 
 
+@pytest.fixture
+def quiet_fail_open_warnings() -> Iterator[None]:
+    """Fail-open warnings are expected here; the level is put back so later tests see them."""
+    logger = logging.getLogger("jevrefine")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    yield
+    logger.setLevel(level)
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("quiet_fail_open_warnings")
 async def test_load_short(tmp_path: Path) -> None:
     """Promise (CI size): 400 refinements at concurrency 100, 1 % faults, all accounted for."""
-    logging.getLogger("jevrefine").setLevel(logging.ERROR)  # fail-open warnings: expected here
     stats = await _run(tmp_path, total=400, concurrency=100)
     assert stats["loop_lag_p99_ms"] < 2000  # generous: only a blocked loop fails this
     assert stats["rss_last_mb"] - stats["rss_first_mb"] < 200
@@ -143,8 +154,8 @@ async def test_load_short(tmp_path: Path) -> None:
 
 @pytest.mark.load
 @pytest.mark.skipif(os.environ.get("JEVREFINE_LOAD") != "full", reason="JEVREFINE_LOAD=full")
+@pytest.mark.usefixtures("quiet_fail_open_warnings")
 async def test_load_full(tmp_path: Path) -> None:
     """Promise (full size): 10,000 refinements at concurrency 1,000, all accounted for."""
-    logging.getLogger("jevrefine").setLevel(logging.ERROR)
     stats = await _run(tmp_path, total=10_000, concurrency=1_000)
     assert stats["rss_last_mb"] - stats["rss_first_mb"] < 300
