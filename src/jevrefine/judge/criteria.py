@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
-from .. import _validate as check_arg
+from .. import _validate
 from ..jev.errors import JudgeUsageError
 from ..jev.questions import Choice, Content, Noul, Question, Score
 from ..jev.responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
@@ -61,7 +61,7 @@ def _text(content: Content) -> str:
 
 
 def _check_name(name: object) -> str:
-    return check_arg.text("name", name, nonblank=True, example="is_grounded", error=JudgeUsageError)
+    return _validate.text("name", name, nonblank=True, example="is_grounded", error=JudgeUsageError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +222,7 @@ def _checked_name(builder: str, name: object, question: object, kind: type) -> s
 
 def _minimum(builder: str, value: object, maximum: float, example: float) -> float:
     try:
-        return check_arg.number(
+        return _validate.number(
             "minimum", value, minimum=0, maximum=maximum, example=example, error=JudgeUsageError
         )
     except JudgeUsageError as exc:
