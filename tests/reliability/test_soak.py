@@ -58,6 +58,7 @@ from jevrefine.exceptions import (
     ModelConnectionError,
     ModelError,
     ModelHTTPError,
+    ModelResponseError,
     ModelTimeoutError,
 )
 from jevrefine.jev import (
@@ -125,7 +126,7 @@ _MODEL_ERROR_OF: dict[str, type[JevrefineError]] = {
     "stall": ModelTimeoutError,
     "429": ModelHTTPError,
     "500": ModelHTTPError,
-    "malformed": ModelError,
+    "malformed": ModelResponseError,
 }
 _JUDGE_ERROR_OF: dict[str, type[JevrefineError]] = {
     "reset": JudgeConnectionError,
