@@ -23,12 +23,11 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from .. import _validate as check_arg
+from .. import _validate
 from ..jev.errors import JudgeUsageError
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Score
 from ..jev.responses import check_answers
-from ..rate_limit import call_judge
 from ._escalation import DEFAULT_ESCALATE_BELOW, escalate, needs_escalation
 from ._explain import FailureExplainer, explain_failed
 from ._input import JudgeInput
@@ -139,7 +138,7 @@ class Judge:
             raise JudgeUsageError("criteria must be a list of noul(), score(), choice(), check()")
         if feedback_renderer is not None and not callable(feedback_renderer):
             raise JudgeUsageError(
-                f"feedback_renderer={check_arg.shown(feedback_renderer)} is not callable: pass "
+                f"feedback_renderer={_validate.shown(feedback_renderer)} is not callable: pass "
                 "a function of the Verdict returning the feedback text, or None"
             )
         self.client = client
@@ -148,9 +147,9 @@ class Judge:
         # CLI config keeps asking for a question, as a Jev judge without one is a mistake there.
         self.criteria = check_criteria(criteria, require_question=False)
         """The criteria, in declaration order."""
-        self.fail_fast = check_arg.boolean("fail_fast", fail_fast, error=JudgeUsageError)
+        self.fail_fast = _validate.boolean("fail_fast", fail_fast, error=JudgeUsageError)
         """Skip the judging call once a code check failed."""
-        self.min_confidence = check_arg.number(
+        self.min_confidence = _validate.number(
             "min_confidence",
             min_confidence,
             minimum=0,
@@ -160,17 +159,17 @@ class Judge:
             error=JudgeUsageError,
         )
         """The least supporting share of a conclusive choice or score."""
-        self.fail_on_inconclusive = check_arg.boolean(
+        self.fail_on_inconclusive = _validate.boolean(
             "fail_on_inconclusive", fail_on_inconclusive, error=JudgeUsageError
         )
         """Whether INCONCLUSIVE counts as failed."""
-        self.fail_on_error = check_arg.boolean(
+        self.fail_on_error = _validate.boolean(
             "fail_on_error", fail_on_error, error=JudgeUsageError
         )
         """Whether ERROR counts as failed (the default)."""
         self.feedback_renderer: FeedbackRenderer = feedback_renderer or render_feedback
         """Renders a failed verdict's feedback."""
-        self.model = check_arg.text(
+        self.model = _validate.text(
             "model", model, optional=True, example="jev-latest", error=JudgeUsageError
         )
         """The judge model asked (`None`: the client's default)."""
@@ -181,7 +180,7 @@ class Judge:
             )
         self.escalate_to = escalate_to
         """The stronger client for unsure criteria, or `None` (no escalation)."""
-        self.escalate_below = check_arg.number(
+        self.escalate_below = _validate.number(
             "escalate_below",
             escalate_below,
             minimum=0,
@@ -190,7 +189,7 @@ class Judge:
             error=JudgeUsageError,
         )
         """The least support of a first-client verdict that is kept."""
-        self.escalate_model = check_arg.text(
+        self.escalate_model = _validate.text(
             "escalate_model",
             escalate_model,
             optional=True,
@@ -249,9 +248,7 @@ class Judge:
         response = None
         if plan.send:
             questions = {c.name: c.question for c in plan.send}
-            response = await call_judge(
-                self.client, plan.input.state(), questions, model=self.model
-            )
+            response = await self.client.system_one(plan.input.state(), questions, model=self.model)
             # Whatever the client: an answer that does not fit the questions is no verdict.
             check_answers(response, questions)
         decided: dict[str, Finding] = {}
@@ -372,7 +369,7 @@ def rating_judge(
     """
     from .model_judge import ModelJudgeClient
 
-    success_rating = check_arg.integer(
+    success_rating = _validate.integer(
         "success_rating", success_rating, minimum=1, maximum=4, example=3, error=JudgeUsageError
     )
     rubric = Score(RATING_QUESTION, levels=list(RATING_LEVELS))
