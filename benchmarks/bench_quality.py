@@ -3,17 +3,20 @@
 Per model (`LocalModelServer(model=...)`), on the same prompts (`PUBLISHED_N` cases of
 `benchmarks/ifbench/cases.jsonl`, evenly spaced over the file; `--dev` takes others, to tune
 on), with the same `max_tokens`, temperature 0 and seed, the same attempt cap (3 attempts):
+`--benchmark ifeval` measures the same on IFEval's prompts instead (`IFEVAL_PUBLISHED_N` cases of
+`benchmarks/ifeval/cases.jsonl`, IFEval's verifiers as the oracle, easier for small models).
 
 - `baseline`: one attempt (attempt 1 of `refine:verifiers`, which costs nothing extra);
 - `refine:verifiers`: `SelfRefineAdvisor` judged by code checks, one per instruction, calling
-  IFBench's verifier; a failed check's defect is the instruction's own description;
+  the benchmark's verifier; a failed check's defect is the instruction's own description;
 - `refine:model-judge`: `SelfRefineAdvisor` judged only by `ModelJudgeClient` on the same model,
   one noul per instruction (no oracle feedback);
 - `DSPy Refine`: `dspy.Refine(N=3)` with the verifiers as the reward (1.0 when all pass);
 - `pydantic-ai`: `Agent(retries=2)` whose `output_validator` raises `ModelRetry` with the
   failed instructions' descriptions.
 
-The oracle (IFBench strict, prompt level: every instruction followed) scores every attempt.
+The oracle (the benchmark's strict score, prompt level: every instruction followed) scores
+every attempt.
 Reported per setup: pass rate before (its own first attempt) and after, the lift with a paired
 95 % interval, improved / degraded, error-introduction rate, improvements per degradation, model
 and judge tokens per prompt, model seconds per prompt, and for the model judge its agreement with
@@ -23,8 +26,9 @@ The setups share one model server; a response cache makes identical requests (at
 jevrefine setups) one generation, and charges its generation time to every setup that used it,
 so seconds per prompt are what each setup would take alone.
 
-    python -m benchmarks.bench_quality [--quick] [--n N] [--models NAME ...] [--setups ...]
-        [--templates NAME ...] [--dump FILE.jsonl] [--cases ID ...] [--from-dump FILE ...]
+    python -m benchmarks.bench_quality [--benchmark ifbench|ifeval] [--quick] [--n N]
+        [--models NAME ...] [--setups ...] [--templates NAME ...] [--dump FILE.jsonl]
+        [--cases ID ...] [--from-dump FILE ...]
 
 `--quick` = 2 prompts on SmolLM2 only, 48 tokens (a smoke run of the wiring). CI does not
 run this benchmark (it needs minutes of CPU per model); its statistics are tested on fixed
@@ -53,7 +57,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from jevrefine import ChatClient, SelfRefineAdvisor, context_keys
+from jevrefine import ChatClient, RetryStrategy, SelfRefineAdvisor, context_keys
 from jevrefine.advisors.self_refine import DEFAULT_FEEDBACK_TEMPLATE
 from jevrefine.jev import Noul
 from jevrefine.judge import Judge, JudgeInput, ModelJudgeClient, check, noul
@@ -61,8 +65,12 @@ from jevrefine.messages import ChatOptions, ChatResponse, Prompt, Usage
 from jevrefine.models.base import ChatModel
 
 from ._harness import bar, emit, figure
-from .ifbench import convert, verify
+from .ifbench import convert as ifbench_convert
+from .ifeval import convert as ifeval_convert
+from .verifiable.cases import CaseFile
+from .verifiable.verifiers import InstructionResult, Verifiers
 
+ROOT = Path(__file__).parent.parent
 ATTEMPTS = 3
 SEED = 7
 MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
@@ -75,6 +83,9 @@ it with `--cases`/`--part`, keep it with `--dump`, resume it with `--resume`, an
 generations between runs with `--cache`."""
 HISTORY_N = 12
 """The size of the subset published before 2026-12-02 (its tables in RESULTS.md are history)."""
+IFEVAL_PUBLISHED_N = 300
+"""IFEval's published subset: this many evenly spaced prompts of the 475 (the other 175 are its
+dev slice)."""
 
 # Feedback templates measured for the refine loop (`--templates`); `default` is the SDK's.
 TEMPLATES: Mapping[str, str] = {
@@ -93,6 +104,30 @@ TEMPLATES: Mapping[str, str] = {
         "{feedback}\nAnswer the request above again, following every rule. Reply with the "
         "answer only."
     ),
+}
+
+
+# The SDK's loop options measured (`--strategies`): `SelfRefineAdvisor(strategy=...)` as a user
+# writes it. The plain `verifiers` setup is the SDK's default strategy; `today` is the loop as it
+# shipped before the options were measured (every option spelled out, so it stays that loop).
+STRATEGIES: Mapping[str, RetryStrategy] = {
+    "today": RetryStrategy(
+        temperature=None,
+        fresh_seeds=False,
+        identical="send",
+        repeats="judge",
+        feedback="appended",
+        samples=1,
+    ),
+    "fresh": RetryStrategy(temperature=0.7, fresh_seeds=True),
+    "guard": RetryStrategy(repeats="guard", identical="resample", fresh_seeds=True),
+    "stop": RetryStrategy(repeats="guard", identical="stop"),
+    "fresh+guard": RetryStrategy(
+        temperature=0.7, fresh_seeds=True, repeats="guard", identical="resample"
+    ),
+    "with-answer": RetryStrategy(feedback="with_answer"),
+    "control": RetryStrategy(feedback="none", temperature=0.7, fresh_seeds=True),
+    "best-of-3": RetryStrategy(samples=3, temperature=0.7, fresh_seeds=True),
 }
 
 
@@ -147,26 +182,57 @@ def agreement(pairs: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
     return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "kappa": kappa}
 
 
-# -- the oracle and the judges -----------------------------------------------------------------
+# -- the benchmarks, the oracle and the judges --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A benchmark of verifiable instructions that the loop is measured on (`--benchmark`)."""
+
+    name: str
+    """Its `--benchmark` name, recorded on every `--dump` row."""
+    title: str
+    """Its name in the report: `IFBench`."""
+    prompts: str
+    """What its prompts are called in the report: `test prompts`."""
+    case_file: CaseFile
+    published_n: int
+    """The size of its published subset (the rest is its dev slice)."""
+    figure_prefix: str
+    """Its figures are `<figure_prefix>_<model>`."""
+
+    @property
+    def verifiers(self) -> Verifiers:
+        return self.case_file.verifiers
+
+
+IFBENCH = Benchmark(
+    "ifbench", "IFBench", "test prompts", ifbench_convert.CASE_FILE, PUBLISHED_N, "quality"
+)
+IFEVAL = Benchmark(
+    "ifeval", "IFEval", "prompts", ifeval_convert.CASE_FILE, IFEVAL_PUBLISHED_N, "quality_ifeval"
+)
+BENCHMARKS: Mapping[str, Benchmark] = {b.name: b for b in (IFBENCH, IFEVAL)}
 
 
 @dataclass(frozen=True)
 class Case:
-    """One IFBench prompt with its instructions."""
+    """One prompt of a benchmark (IFBench unless told) with its instructions."""
 
     id: str
     prompt: str
     ids: tuple[str, ...]
     kwargs: tuple[dict[str, Any], ...]
+    benchmark: Benchmark = IFBENCH
 
     @classmethod
-    def of(cls, raw: Mapping[str, Any]) -> Case:
+    def of(cls, raw: Mapping[str, Any], benchmark: Benchmark = IFBENCH) -> Case:
         meta = raw["metadata"]
         ids = tuple(meta["instruction_id_list"])
-        return cls(raw["id"], raw["input"], ids, tuple(meta["kwargs"]))
+        return cls(raw["id"], raw["input"], ids, tuple(meta["kwargs"]), benchmark)
 
-    def results(self, answer: str) -> list[verify.InstructionResult]:
-        return verify.verify(answer, self.ids, self.kwargs, self.prompt)
+    def results(self, answer: str) -> list[InstructionResult]:
+        return self.benchmark.verifiers.verify(answer, self.ids, self.kwargs, self.prompt)
 
     def passes(self, answer: str) -> bool:
         return all(r.passed for r in self.results(answer))
@@ -182,7 +248,7 @@ def verifier_judge(case: Case, client: ModelJudgeClient) -> Judge:
 
         def follows(judge_input: JudgeInput, index: int = index) -> bool:
             iid, kwargs = case.ids[index], case.kwargs[index]
-            return verify.verify_instruction(
+            return case.benchmark.verifiers.verify_instruction(
                 judge_input.assistant_answer, iid, kwargs, case.prompt
             ).passed
 
@@ -194,7 +260,7 @@ def verifier_judge(case: Case, client: ModelJudgeClient) -> Judge:
 
 
 def model_judge(case: Case, client: ModelJudgeClient) -> Judge:
-    """Only the model: one noul per instruction, worded as IFBench describes it."""
+    """Only the model: one noul per instruction, worded as the benchmark describes it."""
     criteria = [
         noul(
             f"{index}:{iid}",
@@ -357,6 +423,8 @@ class Row:
     """Retries whose answer is the previous attempt's, word for word."""
     returned_echo: bool = False
     """The returned answer is a retry that echoes the feedback (see `mark_retries`)."""
+    benchmark: str = IFBENCH.name
+    """The benchmark of `case` (a `--dump` row written before IFEval came has none: IFBench)."""
 
     @property
     def baseline(self) -> bool:
@@ -376,15 +444,18 @@ async def run_refine(
     judge_model: SharedModel,
     options: ChatOptions,
     template: str,
+    strategy: RetryStrategy | None = None,
 ) -> Row:
     """`SelfRefineAdvisor` with the verifiers' checks (`verifiers`) or the model judge."""
     client = ModelJudgeClient(judge_model)
     judge = (
         verifier_judge(case, client) if setup.startswith("verifiers") else model_judge(case, client)
     )
-    advisor = SelfRefineAdvisor(judge, max_repeat_attempts=ATTEMPTS - 1, feedback_template=template)
+    advisor = SelfRefineAdvisor(
+        judge, max_repeat_attempts=ATTEMPTS - 1, feedback_template=template, strategy=strategy
+    )
     chat = ChatClient(model, advisors=[advisor], options=options)
-    row = Row(case.id, setup)
+    row = Row(case.id, setup, benchmark=case.benchmark.name)
     charged = model.charged + judge_model.charged
     response = await chat.prompt(case.prompt).call()
     report = response.context[context_keys.REFINE_REPORT]
@@ -425,7 +496,7 @@ class DSPyRefine:
         )
 
     def one(self, case: Case) -> Row:
-        row = Row(case.id, self.name)
+        row = Row(case.id, self.name, benchmark=case.benchmark.name)
 
         def reward(_args: dict[str, Any], prediction: Any) -> float:
             answer = str(getattr(prediction, "answer", "") or "")
@@ -503,7 +574,7 @@ class PydanticAI:
         from pydantic_ai import UnexpectedModelBehavior, capture_run_messages
         from pydantic_ai.messages import ModelResponse
 
-        row = Row(case.id, self.name)
+        row = Row(case.id, self.name, benchmark=case.benchmark.name)
         self.current = (case, row)
         started = time.perf_counter()
         with capture_run_messages() as messages:
@@ -536,9 +607,16 @@ def mark_retries(row: Row, case: Case) -> Row:
     """Count the retries that echo the feedback, and those that repeat the previous answer.
 
     An echo quotes a retry message's own wording or the start (40 characters) of a failed
-    instruction's description, which an answer that follows the request has no reason to copy.
+    instruction's description, which an answer that follows the request has no reason to copy;
+    unless the request asks for a text to be repeated that holds the quote (IFEval's
+    `combination:repeat_prompt`, IFBench's `repeat:*`: their `prompt_to_repeat`).
     """
-    quotes = [d[:40].lower() for d in case.descriptions()]
+    repeated = [str(k["prompt_to_repeat"]).lower() for k in case.kwargs if "prompt_to_repeat" in k]
+    quotes = [
+        quote
+        for quote in (d[:40].lower() for d in case.descriptions())
+        if not any(quote in text for text in repeated)
+    ]
     pairs = zip(row.answers, row.answers[1:], strict=False)
     for number, (previous, answer) in enumerate(pairs, start=2):
         text = answer.lower()
@@ -592,6 +670,17 @@ async def run_model(name: str, cases: list[Case], args: argparse.Namespace) -> l
                         case, label, model, judge_model, options, TEMPLATES[template]
                     )
                     model.original = model.retry_temperature = model.resample_temperature = None
+                    rows.append(row)
+                for strategy in args.strategies if setup == "verifiers" else []:
+                    row = await run_refine(
+                        case,
+                        f"{setup}{{{strategy}}}",
+                        model,
+                        judge_model,
+                        options,
+                        DEFAULT_FEEDBACK_TEMPLATE,
+                        STRATEGIES[strategy],
+                    )
                     rows.append(row)
             for peer in peers:
                 if isinstance(peer, DSPyRefine):
@@ -673,11 +762,13 @@ def _retries(summary: Mapping[str, Any]) -> str:
 
 
 def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
+    benchmark = BENCHMARKS[args.benchmark]
+    case_file = benchmark.case_file.path.relative_to(ROOT).as_posix()
     lines = [
-        "## Does refinement help? IFBench on local models",
+        f"## Does refinement help? {benchmark.title} on local models",
         "",
-        f"{args.n} prompts ({_selection(args)}) of IFBench's {args.available} "
-        "offline-verifiable test prompts (`benchmarks/ifbench/cases.jsonl`), IFBench's strict "
+        f"{args.n} prompts ({_selection(args)}) of {benchmark.title}'s {args.available} "
+        f"offline-verifiable {benchmark.prompts} (`{case_file}`), {benchmark.title}'s strict "
         "verifiers as the oracle, "
         f"{ATTEMPTS} attempts at most, temperature 0, seed {SEED}, max_tokens "
         f"{args.max_tokens}, {args.threads} llama.cpp threads on a shared 2-core machine. Lift = "
@@ -736,8 +827,8 @@ def development(cases: Sequence[dict[str, Any]], n: int, published: int) -> list
     return select([c for c in cases if c["id"] not in taken], n)
 
 
-def finished_cases(dump: Path) -> dict[str, set[str]]:
-    """The cases a `--dump` file holds, by model (a resumed run skips them).
+def finished_cases(dump: Path, benchmark: Benchmark = IFBENCH) -> dict[str, set[str]]:
+    """The cases of `benchmark` a `--dump` file holds, by model (a resumed run skips them).
 
     A prompt's rows are written together once all its setups ran, so a case in the file is
     finished; a line cut by a stop mid-write is ignored (its prompt runs again).
@@ -750,13 +841,18 @@ def finished_cases(dump: Path) -> dict[str, set[str]]:
             data = json.loads(line)
         except json.JSONDecodeError:
             continue
-        done.setdefault(data["model"], set()).add(data["case"])
+        if data.get("benchmark", IFBENCH.name) == benchmark.name:
+            done.setdefault(data["model"], set()).add(data["case"])
     return done
 
 
-def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
-    """Rows written by `--dump` (runs may be split across files), by model, counted afresh."""
-    cases = {c["id"]: Case.of(c) for c in convert.load_cases()}
+def load_dumps(paths: Sequence[str], benchmark: Benchmark = IFBENCH) -> dict[str, list[Row]]:
+    """The rows of `benchmark` written by `--dump`, by model, counted afresh.
+
+    A run may be split across files, and a file may hold rows of both benchmarks (a row without
+    `benchmark` is IFBench's: it was written before IFEval came).
+    """
+    cases = {c["id"]: Case.of(c, benchmark) for c in benchmark.case_file.load()}
     rows: dict[str, list[Row]] = {}
     for path in paths:
         for line in Path(path).read_text(encoding="utf-8").splitlines():
@@ -764,18 +860,27 @@ def load_dumps(paths: Sequence[str]) -> dict[str, list[Row]]:
                 data = json.loads(line)
                 model = data.pop("model")
                 row = Row(**{**data, "echoed": 0, "unchanged": 0, "returned_echo": False})
-                rows.setdefault(model, []).append(mark_retries(row, cases[row.case]))
+                if row.benchmark == benchmark.name:
+                    rows.setdefault(model, []).append(mark_retries(row, cases[row.case]))
     return rows
 
 
 async def run(args: argparse.Namespace) -> None:
-    raw = convert.load_cases()
+    benchmark = BENCHMARKS[args.benchmark]
+    raw = benchmark.case_file.load()
     args.available = len(raw)
     if args.from_dump:
-        report(load_dumps(args.from_dump), args)
+        rows = load_dumps(args.from_dump, benchmark)
+        if not rows:  # e.g. IFEval's dumps reported as IFBench's, the default
+            others = ", ".join(name for name in BENCHMARKS if name != benchmark.name)
+            raise SystemExit(
+                f"bench_quality: {', '.join(args.from_dump)} hold no {benchmark.title} rows; pass "
+                f"--benchmark with the benchmark they were run on ({others})"
+            )
+        report(rows, args)
         return
     if args.dev:
-        chosen = development(raw, args.n, PUBLISHED_N)
+        chosen = development(raw, args.n, benchmark.published_n)
     else:
         chosen = select(raw, args.n, args.skip, first=args.first)
     if args.cases:  # a part of the subset: one run split over processes, joined by --from-dump
@@ -783,8 +888,8 @@ async def run(args: argparse.Namespace) -> None:
     if args.part:  # part K of M: every M-th prompt from the K-th (same split for every setup)
         k, m = args.part
         chosen = chosen[k - 1 :: m]
-    cases = [Case.of(c) for c in chosen]
-    args.finished = finished_cases(Path(args.dump)) if args.dump and args.resume else {}
+    cases = [Case.of(c, benchmark) for c in chosen]
+    args.finished = finished_cases(Path(args.dump), benchmark) if args.dump and args.resume else {}
     if args.dump and not args.resume:
         Path(args.dump).write_text("")  # noqa: ASYNC240 - before anything runs
     all_rows: dict[str, list[Row]] = {}
@@ -794,7 +899,7 @@ async def run(args: argparse.Namespace) -> None:
         print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if args.resume:  # this process ran only part of the rows: report on the whole file
         args.from_dump = [args.dump]
-        report(load_dumps(args.from_dump), args)
+        report(load_dumps(args.from_dump, benchmark), args)
         return
     report(all_rows, args)
 
@@ -810,10 +915,12 @@ def report(all_rows: dict[str, list[Row]], args: argparse.Namespace) -> None:
             all_rows[name] = [r for r in rows if r.case in common]
         args.n = max(len({r.case for r in rows}) for rows in all_rows.values())
     results = {name: summarise(rows) for name, rows in all_rows.items()}
+    benchmark = BENCHMARKS[args.benchmark]
     figures = [
         figure(
-            f"quality_{name.replace('.', '_')}",
-            f"IFBench lift over the baseline, {name} ({args.n} prompts; whisker: paired 95 % CI)",
+            f"{benchmark.figure_prefix}_{name.replace('.', '_')}",
+            f"{benchmark.title} lift over the baseline, {name} ({args.n} prompts; whisker: "
+            "paired 95 % CI)",
             "lift (percentage points)",
             [lift_bar(setup, s) for setup, s in summary.items() if setup != "baseline"],
             ideal=0.0,
@@ -821,7 +928,8 @@ def report(all_rows: dict[str, list[Row]], args: argparse.Namespace) -> None:
         )
         for name, summary in results.items()
     ]
-    emit(markdown(results, args), {"n": args.n, "results": results}, figures)
+    data = {"benchmark": benchmark.name, "n": args.n, "results": results}
+    emit(markdown(results, args), data, figures)
     if args.plots:  # a report from --dump files is not run by the harness, which plots its own
         from ._plots import plot_all
 
@@ -836,13 +944,24 @@ def lift_bar(setup: str, summary: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with the defaults that depend on other options filled in."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--benchmark",
+        choices=list(BENCHMARKS),
+        default=IFBENCH.name,
+        help="the prompts and verifiers: IFBench's (default) or IFEval's (easier)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 2 prompts, SmolLM2 only, 48 tokens"
     )
     parser.add_argument(
-        "--n", type=int, default=None, help=f"prompts (default {PUBLISHED_N}; quick: 2)"
+        "--n",
+        type=int,
+        default=None,
+        help=f"prompts (default: the published subset, {PUBLISHED_N} of IFBench, "
+        f"{IFEVAL_PUBLISHED_N} of IFEval; quick: 2)",
     )
     parser.add_argument("--models", nargs="+", default=None, choices=MODELS)
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
@@ -853,6 +972,13 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NAME[@T]",
         help=f"feedback templates to measure ({', '.join(TEMPLATES)}); @T samples retries at "
         "temperature T",
+    )
+    parser.add_argument(
+        "--strategies",
+        nargs="+",
+        default=[],
+        choices=list(STRATEGIES),
+        help="the SDK's RetryStrategy variants to measure (setup verifiers{NAME})",
     )
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     # One llama.cpp thread: on a shared 2-core machine two threads spin-wait for each other
@@ -894,7 +1020,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--dev",
         action="store_true",
-        help=f"N prompts from outside the published {PUBLISHED_N} (to tune the loop on)",
+        help="N prompts from outside the published subset (to tune the loop on)",
     )
     parser.add_argument(
         "--from-dump", nargs="+", default=None, metavar="FILE", help="report on --dump files"
@@ -907,12 +1033,16 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--resume continues a --dump file: pass --dump FILE.jsonl too")
     args.command = "python -m benchmarks.bench_quality " + " ".join(argv or sys.argv[1:])
     if args.n is None:
-        args.n = 2 if args.quick else PUBLISHED_N
+        args.n = 2 if args.quick else BENCHMARKS[args.benchmark].published_n
     if args.quick and args.max_tokens == DEFAULT_MAX_TOKENS:
         args.max_tokens = 48  # a smoke test of the wiring, not a measurement
     if args.models is None:
         args.models = ["smollm2-135m"] if args.quick else list(MODELS)
-    anyio.run(run, args)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    anyio.run(run, parse_args(argv))
 
 
 if __name__ == "__main__":

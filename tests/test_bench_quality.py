@@ -3,7 +3,9 @@ for CI: minutes of CPU per model; `python -m benchmarks.bench_quality --quick` r
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import asdict
 
 import pytest
 from benchmarks import bench_quality as bq
@@ -13,8 +15,16 @@ from jevrefine.judge import JudgeInput, ModelJudgeClient
 from jevrefine.messages import ChatOptions, Prompt, UserMessage
 from jevrefine.testing import FunctionModel
 
+
+def _case(benchmark: str, case_id: str) -> bq.Case:
+    chosen = bq.BENCHMARKS[benchmark]
+    [raw] = [c for c in chosen.case_file.load() if c["id"] == case_id]
+    return bq.Case.of(raw, chosen)
+
+
 try:
     verify.registry()
+    bq.IFEVAL.verifiers.registry()
     HAVE_VERIFIERS = True
 except verify.VerifierUnavailableError:
     HAVE_VERIFIERS = False
@@ -60,16 +70,34 @@ def test_kappa() -> None:
     assert bq.agreement([(False, False), (False, False)])["kappa"] is None  # one class only
 
 
-@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFBench verifiers are not installed")
-async def test_verifier_judge_fails_with_the_instruction_and_makes_no_call() -> None:
-    case = bq.Case.of(convert.load_cases()[0])  # keywords a given number of times each
+KEYWORDS = "kaleidoscope nebula nebula " + "whisper " * 3 + "labyrinth " * 5 + "paradox " * 7
+
+
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the verifiers are not installed")
+@pytest.mark.parametrize(
+    ("benchmark", "case_id", "bad", "good", "named"),
+    [
+        # IFBench's first prompt: keywords a given number of times each.
+        ("ifbench", "ifbench-0", "No keywords here.", KEYWORDS, "0:count:keywords_multiple"),
+        (
+            "ifeval",
+            "ifeval-1001",
+            "Good morrow, traveller.",
+            "Good morrow.",
+            "0:punctuation:no_comma",
+        ),
+    ],
+)
+async def test_verifier_judge_fails_with_the_instruction_and_makes_no_call(
+    benchmark: str, case_id: str, bad: str, good: str, named: str
+) -> None:
+    case = _case(benchmark, case_id)
     model = FunctionModel(lambda _prompt: "yes")
     judge = bq.verifier_judge(case, ModelJudgeClient(model))
-    verdict = await judge.evaluate(JudgeInput("user: " + case.prompt, "No keywords here."))
+    verdict = await judge.evaluate(JudgeInput("user: " + case.prompt, bad))
     assert not verdict.passed
-    assert "0:count:keywords_multiple" in verdict.feedback
-    assert "kaleidoscope" in verdict.feedback
-    good = "kaleidoscope nebula nebula " + "whisper " * 3 + "labyrinth " * 5 + "paradox " * 7
+    assert named in verdict.feedback
+    assert case.descriptions()[0] in verdict.feedback
     assert (await judge.evaluate(JudgeInput("user: x", good))).passed
     assert model.prompts == []  # code checks only: the judge model was never asked
 
@@ -160,3 +188,107 @@ async def test_a_repeated_retry_is_resampled_once_at_the_resample_temperature() 
     shared.resample_temperature = None
     shared.previous = "same"
     assert (await shared.call(retry)).text == "same"  # off: the repeat is kept (from the cache)
+
+
+# -- IFEval (`--benchmark ifeval`) --------------------------------------------------------------
+
+
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the IFEval verifiers are not installed")
+def test_echoes_of_ifeval_feedback_are_counted_but_not_a_text_asked_to_be_repeated() -> None:
+    case = _case("ifeval", "ifeval-1019")  # all lowercase
+    [description] = case.descriptions()
+    assert description.startswith("Your entire response should be in English")
+    echo = bq.Row(case.id, "verifiers", answers=["Draft.", "sure. " + description.lower()])
+    assert bq.mark_retries(echo, case).echoed == 1
+    # Repeat the request (which itself says "Your answer must contain a title, wrapped in double
+    # angular brackets"), then answer with a title: a retry that does so is not an echo.
+    repeat = _case("ifeval", "ifeval-2305")
+    request = repeat.kwargs[0]["prompt_to_repeat"]
+    assert any(d[:40].lower() in request.lower() for d in repeat.descriptions())
+    answer = request + "\n<<Shadow>>\nShadow."
+    assert repeat.passes(answer)
+    retry = bq.Row(repeat.id, "verifiers", answers=["Shadow.", answer], final=True, chosen=2)
+    marked = bq.mark_retries(retry, repeat)
+    assert (marked.echoed, marked.final_answered) == (0, True)
+
+
+def _dump_line(model: str, row: bq.Row, *, old: bool = False) -> str:
+    record = {"model": model, **asdict(row)}
+    if old:  # written before IFEval came: no `benchmark` field
+        del record["benchmark"]
+    return json.dumps(record) + "\n"
+
+
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the verifiers are not installed")
+def test_a_dump_of_both_benchmarks_reports_each_on_its_own(tmp_path) -> None:
+    ifbench_case = bq.Case.of(convert.load_cases()[0])
+    ifeval_case = _case("ifeval", "ifeval-1001")
+    old = bq.Row(ifbench_case.id, "verifiers", answers=["a"], oracle=[False])
+    new = bq.Row(ifeval_case.id, "verifiers", answers=["b"], oracle=[True], final=True)
+    new.benchmark = "ifeval"
+    dump = tmp_path / "attempts.jsonl"
+    dump.write_text(_dump_line("smol", old, old=True) + _dump_line("smol", new))
+    ifbench_rows = bq.load_dumps([str(dump)])
+    ifeval_rows = bq.load_dumps([str(dump)], bq.IFEVAL)
+    assert [(r.case, r.benchmark) for r in ifbench_rows["smol"]] == [(old.case, "ifbench")]
+    assert [(r.case, r.benchmark) for r in ifeval_rows["smol"]] == [(new.case, "ifeval")]
+    assert bq.finished_cases(dump) == {"smol": {old.case}}
+    assert bq.finished_cases(dump, bq.IFEVAL) == {"smol": {new.case}}
+
+
+@pytest.mark.skipif(not HAVE_VERIFIERS, reason="the verifiers are not installed")
+def test_a_report_on_dumps_without_the_benchmarks_rows_says_which_to_pass(tmp_path) -> None:
+    row = bq.Row("ifeval-1001", "verifiers", answers=["b"], oracle=[True], final=True)
+    row.benchmark = "ifeval"
+    dump = tmp_path / "ifeval.jsonl"
+    dump.write_text(_dump_line("smol", row))
+    with pytest.raises(SystemExit, match=r"hold no IFBench rows; pass --benchmark .* \(ifeval\)"):
+        bq.main(["--from-dump", str(dump)])
+
+
+def test_ifevals_published_subset_and_dev_slice_split_its_cases() -> None:
+    cases = bq.IFEVAL.case_file.load()
+    published = bq.select(cases, bq.IFEVAL_PUBLISHED_N)
+    dev = bq.development(cases, len(cases), bq.IFEVAL_PUBLISHED_N)
+    assert (len(cases), len(published), len(dev)) == (475, 300, 175)
+    ids = [c["id"] for c in published], [c["id"] for c in dev]
+    assert not set(ids[0]) & set(ids[1])
+    assert set(ids[0]) | set(ids[1]) == {c["id"] for c in cases}
+    assert ids[0][:3] == ["ifeval-1000", "ifeval-1001", "ifeval-1012"]  # every 1.58th case
+
+
+def test_the_benchmark_option_picks_the_subset_size_and_names_the_report() -> None:
+    assert bq.parse_args([]).benchmark == "ifbench"
+    assert bq.parse_args([]).n == bq.PUBLISHED_N == 200
+    args = bq.parse_args(["--benchmark", "ifeval"])
+    assert (args.benchmark, args.n) == ("ifeval", 300)
+    assert bq.parse_args(["--benchmark", "ifeval", "--quick"]).n == 2
+    args.available, args.threads = 475, 1
+    row = bq.Row("ifeval-1001", "verifiers", answers=["x"], oracle=[True], final=True)
+    text = bq.markdown({"smol": bq.summarise([row])}, args)
+    assert text.startswith("## Does refinement help? IFEval on local models")
+    assert "of IFEval's 475 offline-verifiable prompts (`benchmarks/ifeval/cases.jsonl`)" in text
+    ifbench = bq.parse_args([])
+    ifbench.available, ifbench.threads = 269, 1
+    text = bq.markdown({"smol": bq.summarise([row])}, ifbench)
+    assert text.startswith("## Does refinement help? IFBench on local models")
+    assert (
+        "IFBench's 269 offline-verifiable test prompts (`benchmarks/ifbench/cases.jsonl`)" in text
+    )
+
+
+def test_judge_kappa_summary_counts_and_bounds_its_interval() -> None:
+    from benchmarks import bench_judge_kappa as bk
+
+    rows = [
+        bk.Judged("j", f"c{i}", "m", 1, oracle=i % 3 == 0, judged=i % 2 == 0, judge_tokens=10,
+                  seconds=1.0)
+        for i in range(30)
+    ]  # fmt: skip
+    summary = bk.summary(rows)
+    assert summary["tp"] + summary["fp"] + summary["fn"] + summary["tn"] == 30
+    assert summary["tp"] == sum(1 for r in rows if r.oracle and r.judged)
+    lo, hi = summary["kappa_ci95"]
+    assert -1.0 <= lo <= hi <= 1.0
+    perfect = [bk.Judged("j", f"c{i}", "m", 1, i % 2 == 0, i % 2 == 0, 0, 0.0) for i in range(20)]
+    assert bk.summary(perfect)["kappa"] == 1.0

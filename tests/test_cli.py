@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -66,7 +69,7 @@ def test_version() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(280)  # a few local-model calls; a loaded 2-core machine can take a while
 def test_demo_runs_offline_on_the_local_model(
-    local_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch
+    local_server: LocalModelServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     # The demo starts its own server: run it in a subprocess so the two never share a process.
     env = {
@@ -74,8 +77,12 @@ def test_demo_runs_offline_on_the_local_model(
         for k, v in __import__("os").environ.items()
         if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     }
-    # The bundled model: the demo's own default (Qwen) is a 469 MiB download.
+    # The bundled model, answering and judging: the demo's own defaults (the Qwen models) are
+    # 1.5 GB of downloads. A cache of its own: a test never touches the user's.
     env["JEVREFINE_LOCAL_MODEL"] = "smollm2-135m"
+    env["JEVREFINE_LOCAL_JUDGE_MODEL"] = "smollm2-135m"
+    env["JEVREFINE_LOCAL_THREADS"] = "1"
+    env["JEVREFINE_CACHE_DIR"] = str(tmp_path / "cache")
     result = subprocess.run(
         [sys.executable, "-m", "jevrefine", "demo", "Name one colour.", "--provider", "auto"],
         capture_output=True,
@@ -92,44 +99,63 @@ def test_demo_runs_offline_on_the_local_model(
     assert "  attempt 1: " in out
     assert "    verdict: passed=" in out
     assert "[short=" in out
-    assert "answers_question=" in out
+    assert "agrees_with_reference=" in out
+    assert "smollm2 (the answering model itself)" in out  # said, when it judges itself
     assert "  outcome: " in out
     assert "output tokens" in out
     assert "CityFacts" in out
 
 
-async def test_the_default_question_is_held_to_its_cause_and_the_retry_learns_it() -> None:
-    """On "Why is the sky blue?" an answer that never names scattering fails, with a defect that
-    says what is missing; an answer that does passes (the demo's draft must get better, not only
-    shorter)."""
-    import io
-
+def _judging(answers: dict[str, str] | None = None) -> Any:
+    """A `DemoJudging` on a judge model of its own (FunctionModel), answering yes by default."""
     from jevrefine import Prompt
-    from jevrefine.cli._demo import SKY_PROMPT, refine_demo
+    from jevrefine.cli._demo import DemoJudging
+    from jevrefine.judge import ModelJudgeClient, noul
+    from jevrefine.judge._judge import REFERENCE_QUESTION
     from jevrefine.testing import FunctionModel
 
-    out = io.StringIO()
-    seen: list[str] = []
+    def judge(prompt: Prompt) -> str:
+        text = prompt.messages[-1].text  # type: ignore[union-attr]
+        for answer, reply in (answers or {}).items():
+            if answer in text:
+                return json.dumps({"answer": reply})
+        return '{"answer": "yes"}'
+
+    question = (noul("agrees_with_reference", REFERENCE_QUESTION),)
+    return DemoJudging(ModelJudgeClient(FunctionModel(judge)), question, "a test judge")
+
+
+async def test_the_demo_feedback_names_the_defect_and_retries_are_sampled_fresh() -> None:
+    """Promise (issue 32, 3): the demo's feedback says what is wrong (too long, what the judge
+    found), never the answer; the retries are sampled at RETRY_TEMPERATURE with a seed each
+    (at temperature 0 a small model repeats its draft whatever the feedback)."""
+    from jevrefine import Prompt
+    from jevrefine.cli._demo import RETRY_TEMPERATURE, WORD_LIMIT, refine_demo
+    from jevrefine.testing import FunctionModel
+
+    seen: list[Prompt] = []
 
     def answer(prompt: Prompt) -> str:
-        text = prompt.messages[-1].text  # type: ignore[union-attr]
-        if "allowed answers" in text.lower():
-            return '{"answer": "yes"}'
-        seen.append(text)
-        if len(seen) == 1:
-            return "The sky is blue because it is a shade of blue."
-        return "Air molecules scatter blue sunlight more than red, so the sky looks blue."
+        seen.append(prompt)
+        if len(seen) < 3:
+            return " ".join(["long"] * (WORD_LIMIT + 1))
+        return "Air scatters blue light more than red."
 
-    await refine_demo(out, FunctionModel(answer), SKY_PROMPT, "Be brief.")
-    text = out.getvalue()
-    assert "names_the_cause=FAILED" in text
-    assert "say that the air scatters blue sunlight more than red" in seen[1]
-    assert "the first draft failed names_the_cause; the returned answer passes" in text
+    out = io.StringIO()
+    await refine_demo(out, FunctionModel(answer), "Why is the sky blue?", "Be brief.", _judging())
+    retry = seen[1].messages[-1].text  # type: ignore[union-attr]
+    assert f"The answer is longer than {WORD_LIMIT} words" in retry
+    assert "scatter" not in retry.lower()  # the feedback names the gap, not the answer
+    options = [(p.options.temperature, p.options.seed) for p in seen]
+    assert options[0] == (0.0, 7)
+    assert [t for t, _ in options[1:]] == [RETRY_TEMPERATURE, RETRY_TEMPERATURE]
+    assert len({seed for _, seed in options}) == 3
+    assert "the first draft failed short; the returned answer passes" in out.getvalue()
 
 
-async def test_demo_loop_prints_each_attempt_and_verdict_before_the_next_model_call() -> None:
-    import io
-
+async def test_demo_streams_each_attempt_then_its_verdict_before_the_next_model_call() -> None:
+    """Promise (issue 32, 7): each attempt's text is printed as the model streams it, then its
+    verdict, before the model is asked again."""
     from jevrefine import Prompt
     from jevrefine.cli._demo import WORD_LIMIT, refine_demo
     from jevrefine.testing import FunctionModel
@@ -140,35 +166,137 @@ async def test_demo_loop_prints_each_attempt_and_verdict_before_the_next_model_c
 
     def answer(prompt: Prompt) -> str:
         nonlocal calls
-        text = prompt.messages[-1].text  # type: ignore[union-attr]
-        if "allowed answers" in text.lower():  # a judging request: answer "yes"
-            return '{"answer": "yes"}'
         calls += 1
-        out.write(f"<model call {calls}>\n")  # where the model was called, in the same stream
+        out.write(f"<model call {calls}>")  # where the model was called, in the same stream
         if calls == 1:
             return long_answer
         # The second draft echoes the feedback (short, but no answer); the third answers.
         return "The answer is longer than 25 words." if calls == 2 else "Short answer."
 
-    await refine_demo(out, FunctionModel(answer), "Why?", "Be brief.")
+    async def chunks(prompt: Prompt) -> Any:
+        for part in answer(prompt).split(" "):  # one chunk a word: several deltas
+            yield f"{part} "
+
+    model = FunctionModel(answer, stream_function=chunks)
+    await refine_demo(out, model, "Why?", "Be brief.", _judging())
     text = out.getvalue()
     expected = [
-        "<model call 1>",
-        f"attempt 1: '{long_answer}' ({WORD_LIMIT + 5} words)",
-        "verdict: passed=false [short=FAILED, not_an_echo=PASSED, answers_question=PASSED]",
+        "attempt 1: <model call 1>word word",
+        f"({WORD_LIMIT + 5} words)",
+        "verdict: passed=false [short=FAILED, not_an_echo=PASSED, "
+        "agrees_with_reference=NOT_APPLICABLE]",
         "- short: The answer is longer than",
-        "<model call 2>",
-        "attempt 2: 'The answer is longer than 25 words.' (7 words)",
-        "verdict: passed=false [short=PASSED, not_an_echo=FAILED, answers_question=PASSED]",
+        "rejected: sent back with that feedback",
+        "attempt 2: <model call 2>The answer is longer",
+        "verdict: passed=false [short=PASSED, not_an_echo=FAILED,",
         "- not_an_echo: The answer talks about these rules",
-        "<model call 3>",
-        "attempt 3: 'Short answer.' (2 words)",
-        "verdict: passed=true [short=PASSED, not_an_echo=PASSED, answers_question=PASSED]",
+        "attempt 3: <model call 3>Short answer.",
+        "verdict: passed=true [short=PASSED, not_an_echo=PASSED, agrees_with_reference=PASSED]",
         "outcome: passed after 3 attempt(s), returned attempt 3",
         "the first draft failed short; the returned answer passes every criterion",
     ]
-    # Live: each attempt and its verdict are written before the model is asked again.
     positions = [text.index(line) for line in expected]
     assert positions == sorted(positions), text
-    assert text.rstrip().endswith("Short answer.")
-    assert text.rstrip().endswith("Short answer.")
+    assert "Short answer." in text.rsplit("every criterion", 1)[1]
+
+
+async def test_when_no_attempt_passes_the_demo_says_so_and_labels_the_best_attempt() -> None:
+    """Promise (issue 32, 2): a failed answer is never shown as a passed one: "no attempt
+    passed; best attempt shown" with its verdict, and the answer marked as not passed."""
+    from jevrefine import Prompt
+    from jevrefine.cli._demo import refine_demo
+    from jevrefine.testing import FunctionModel
+
+    drafts = iter(["Paris is big.", "Lyon.", "Marseille."])
+    out = io.StringIO()
+    judging = _judging({"Paris is big.": "no", "Lyon.": "no", "Marseille.": "no"})
+
+    def answer(prompt: Prompt) -> str:
+        return next(drafts)
+
+    await refine_demo(out, FunctionModel(answer), "Capital of France?", "Be brief.", judging)
+    text = out.getvalue()
+    assert "outcome: best_attempt after 3 attempt(s), returned attempt 3" in text
+    assert "no attempt passed; best attempt shown (attempt 3: passed=false [" in text
+    assert "[did not pass the judge] Marseille." in text
+    assert "passes every criterion" not in text
+
+
+async def test_the_typed_step_is_refined_with_the_validation_error() -> None:
+    """Promise (issue 32, 3): the demo's typed step sends an answer that does not fit
+    CityFacts back with the validation error, and prints the value the retry gets right."""
+    from jevrefine import Prompt
+    from jevrefine.cli._demo import typed_demo
+    from jevrefine.cli._main import CityFacts
+    from jevrefine.testing import FunctionModel
+
+    replies = iter([6000000, 2.1])
+    prompts: list[str] = []
+
+    def answer(prompt: Prompt) -> str:
+        prompts.append(prompt.messages[-1].text)  # type: ignore[union-attr]
+        population = next(replies)
+        return json.dumps({"city": "Paris", "country": "France", "population_millions": population})
+
+    out = io.StringIO()
+    await typed_demo(out, FunctionModel(answer), "Be brief.", "Paris facts?", CityFacts)
+    text = out.getvalue()
+    error = (
+        "population_millions (the number of inhabitants, in millions): input should be less "
+        "than 100; you wrote 6000000"
+    )
+    assert f"- fits_output_type: The answer is not a valid CityFacts: {error}" in text
+    assert error in prompts[1]
+    assert "fits CityFacts" in text
+    assert "CityFacts(city='Paris', country='France', population_millions=2.1)" in text
+
+
+# --- messages a newcomer reads (issue 32, 9) --------------------------------------------------
+
+
+def test_help_describes_the_command_not_its_module(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert _main.DESCRIPTION.split()[0] in out
+    assert "argument parser" not in out
+    assert "dispatches" not in out
+
+
+def test_a_mistyped_flag_is_named_by_its_command_with_the_closest_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Promise: `run --concurency 4 prompts.jsonl` says which flag is unknown, suggests
+    `--concurrency`, under `run`'s usage; the input file is not called unrecognized."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "--concurency", "4", "prompts.jsonl"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: jevrefine run ")
+    assert (
+        "jevrefine run: error: unrecognized option --concurency (did you mean --concurrency?)"
+        in err
+    )
+    assert "prompts.jsonl" not in err
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "cases.jsonl", "--limt=3"])
+    assert "unrecognized option --limit" not in (err := capsys.readouterr().err)
+    assert "unrecognized option --limt (did you mean --limit?)" in err
+
+
+def test_a_mistyped_command_or_choice_gets_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["rnu", "prompts.jsonl"])
+    assert "invalid choice: 'rnu'" in (err := capsys.readouterr().err)
+    assert "did you mean 'run'?" in err
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--judge", "ratng"])
+    assert "did you mean 'rating'?" in capsys.readouterr().err
+
+
+def test_stray_arguments_are_named_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["check-config", "extra"])
+    err = capsys.readouterr().err
+    assert "jevrefine check-config: error: unexpected argument(s): extra" in err

@@ -468,27 +468,31 @@ def test_nox_demo_installs_what_trace_needs(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 async def test_the_getting_started_page_says_what_the_demo_does() -> None:
+    """The page says the demo streams each attempt, then its verdict, the answer (or that none
+    passed) and the typed step; the demo does stream (issue 32, 7: it used to refuse to)."""
     import io
 
     from jevrefine import Prompt
-    from jevrefine.cli._demo import refine_demo
+    from jevrefine.cli._demo import DemoJudging, refine_demo
+    from jevrefine.judge import ModelJudgeClient, noul
+    from jevrefine.judge._judge import REFERENCE_QUESTION
     from jevrefine.testing import FunctionModel
 
     page = (ROOT / "docs" / "guide" / "getting-started.md").read_text(encoding="utf-8")
-    paragraph = page.split("The demo ", 1)[1].split("\n\n", 1)[0]
-    assert "stream" not in paragraph
-    for shown in ("attempt", "verdict", "final answer", "entity(CityFacts)"):
+    paragraph = " ".join(page.split("The demo ", 1)[1].split("\n\n", 1)[0].split())
+    for shown in ("streaming each attempt", "verdict", "no attempt passed", "entity(CityFacts)"):
         assert shown in paragraph
 
-    class NoStreaming(FunctionModel):
-        async def stream(self, prompt: Prompt) -> AsyncIterator[Any]:  # type: ignore[override]
-            raise AssertionError("the demo streamed")
-            yield  # pragma: no cover
+    streamed: list[Prompt] = []
 
-    def answer(prompt: Prompt) -> str:
-        text = prompt.messages[-1].text  # type: ignore[union-attr]
-        return '{"answer": "yes"}' if "allowed answers" in text.lower() else "Short."
+    async def stream(prompt: Prompt) -> AsyncIterator[str]:
+        streamed.append(prompt)
+        yield "Short."
 
+    judge = ModelJudgeClient(FunctionModel(lambda prompt: '{"answer": "yes"}'))
+    judging = DemoJudging(judge, (noul("agrees_with_reference", REFERENCE_QUESTION),), "test")
     out = io.StringIO()
-    await refine_demo(out, NoStreaming(answer), "Why?", "Be brief.")
-    assert "attempt 1:" in out.getvalue()
+    model = FunctionModel(lambda prompt: "Short.", stream_function=stream)
+    await refine_demo(out, model, "Why?", "Be brief.", judging)
+    assert "attempt 1: Short." in out.getvalue()
+    assert len(streamed) == 1

@@ -426,7 +426,7 @@ def test_help_lists_the_commands() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_run_on_the_local_model(tmp_path: Path) -> None:
-    # The real SmolLM2 answers and a rating judge (the same model) judges; the CLI starts its
+    # The real SmolLM2 answers and rates its own answers 1-4; the CLI starts its
     # own llama.cpp server, so it runs in a subprocess (as the demo's test does).
     if importlib.util.find_spec("xllamacpp") is None and not os.environ.get("CI"):
         pytest.skip('the local model needs xllamacpp: pip install "jevrefine[local]"')
@@ -434,16 +434,25 @@ def test_run_on_the_local_model(tmp_path: Path) -> None:
     source.write_text('"Name one colour."\n{broken\n', encoding="utf-8")
     output = tmp_path / "out.jsonl"
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    # SmolLM2 answers and judges (the Qwen defaults are 1.5 GB of downloads); the judge's
+    # calibration goes to a cache of the test's own.
+    env["JEVREFINE_LOCAL_MODEL"] = "smollm2-135m"
+    env["JEVREFINE_LOCAL_JUDGE_MODEL"] = "smollm2-135m"
+    env["JEVREFINE_LOCAL_THREADS"] = "1"
+    env["JEVREFINE_CACHE_DIR"] = str(tmp_path / "cache")
     result = subprocess.run(
         [
             sys.executable, "-m", "jevrefine", "run", str(source), "-o", str(output),
             "--provider", "local", "--max-tokens", "30", "--max-repeat-attempts", "1",
-            "--concurrency", "1",
+            "--concurrency", "1", "--judge", "rating",
         ],
         capture_output=True, text=True, env=env, timeout=540, check=False,
     )  # fmt: skip
     assert result.returncode == 1, result.stderr  # the broken line
     assert "line 2: not valid JSON" in result.stderr
+    # SmolLM2 cannot judge: the calibration line says so before the run.
+    assert "WARNING: the judge, smollm2 (the answering model itself)" in result.stderr
+    assert "near chance" in result.stderr
     (row,) = read_jsonl(output)
     assert row["error"] is None, row
     assert row["answer"].strip()

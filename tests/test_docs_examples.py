@@ -5,7 +5,9 @@ built from the environment reach the fake servers: `OPENAI_BASE_URL`, `ANTHROPIC
 `TYPESAFE_BASE_URL` point at `FakeOpenAIServer`, `FakeAnthropicServer` and `FakeJevServer`, with
 test keys. A page may hold hidden setup code in `<!-- docs-test setup ... -->` (with the fake
 servers at hand as `docs_fakes`); a block preceded by `<!-- docs-test skip: reason -->` is only
-parsed, and the reason is reported.
+parsed, and the reason is reported. A block preceded by `<!-- docs-test no-keys: reason -->`
+promises to need no API key: it runs with every key variable unset (and no fake server in the
+environment), so a client that demands one fails the test.
 """
 
 from __future__ import annotations
@@ -53,19 +55,32 @@ COVERED_ELSEWHERE = {
 _PIECE = re.compile(
     r"<!-- docs-test setup\n(?P<setup>.*?)-->"
     r"|<!-- docs-test skip: (?P<skip>.*?) -->\s*```python\n(?P<skipped>.*?)```"
+    r"|<!-- docs-test no-keys: (?P<nokeys>.*?) -->\s*```python\n(?P<keyless>.*?)```"
     r"|```python\n(?P<code>.*?)```",
     re.DOTALL,
 )
 
+KEY_VARIABLES = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "TYPESAFE_API_KEY",
+    "TYPESAFE_BASE_URL",
+)
+"""What a `no-keys` block runs without."""
+
 
 def _pieces(page: Path) -> list[tuple[str, str]]:
-    """(kind, text) in page order; kind is `setup`, `code` or `skip:<reason>`."""
+    """(kind, text) in page order; kind is `setup`, `code`, `no-keys` or `skip:<reason>`."""
     found: list[tuple[str, str]] = []
     for match in _PIECE.finditer(page.read_text(encoding="utf-8")):
         if match["setup"] is not None:
             found.append(("setup", match["setup"]))
         elif match["skip"] is not None:
             found.append((f"skip:{match['skip']}", match["skipped"]))
+        elif match["nokeys"] is not None:
+            found.append(("no-keys", match["keyless"]))
         else:
             found.append(("code", match["code"]))
     return found
@@ -128,9 +143,13 @@ def test_page_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch, tmp_path
                 skipped.append(kind.removeprefix("skip:"))
                 continue
             code = compile(text, where, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-            result = eval(code, namespace)
-            if inspect.iscoroutine(result):
-                runner.run(result)
+            with monkeypatch.context() as keyless:
+                if kind == "no-keys":
+                    for variable in KEY_VARIABLES:
+                        keyless.delenv(variable, raising=False)
+                result = eval(code, namespace)
+                if inspect.iscoroutine(result):
+                    runner.run(result)
             # A later block may rebind a name (a setup block's `jev`, then `async with ... as
             # jev`): remember every client a block left in the namespace, to close it below.
             opened.update((id(c), c) for v in namespace.values() for c in _clients_of(v))
@@ -151,3 +170,38 @@ def test_pages_covered_elsewhere_exist() -> None:
     for page, test in COVERED_ELSEWHERE.items():
         assert (ROOT / page).is_file(), page
         assert (ROOT / test).is_file(), test
+
+
+def test_a_no_keys_block_runs_with_no_key_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker holds its promise: a block that builds a Jev client fails under it."""
+    page = ROOT / "docs" / "guide" / "streaming.md"
+    keyless = [text for kind, text in _pieces(page) if kind == "no-keys"]
+    assert keyless, "streaming.md promises an example that needs no key"
+    with _fakes_in_environment(monkeypatch), monkeypatch.context() as scope:
+        for variable in KEY_VARIABLES:
+            scope.delenv(variable, raising=False)
+        from jevrefine.jev import JudgeUsageError
+
+        with pytest.raises(JudgeUsageError, match="no API key"):
+            JudgeClient()
+
+
+def test_the_streaming_example_prints_what_its_page_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/guide/streaming.md: the live example, run with no key, prints the lines shown."""
+    page = ROOT / "docs" / "guide" / "streaming.md"
+    text = page.read_text(encoding="utf-8")
+    (example,) = [code for kind, code in _pieces(page) if kind == "no-keys"]
+    after = text.split(example, 1)[1].split("```", 1)[1]  # past the example's closing fence
+    shown_block = re.search(r"```\n(.*?)```", after, re.DOTALL)  # the plain block after it
+    assert shown_block is not None
+    shown = shown_block.group(1)
+    for variable in KEY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    printed = io.StringIO()
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(printed), asyncio.Runner() as runner:
+        code = compile(example, "streaming.md", "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        result = eval(code, namespace)
+        if inspect.iscoroutine(result):
+            runner.run(result)
+    assert printed.getvalue() == shown

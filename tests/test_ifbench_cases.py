@@ -1,36 +1,16 @@
-"""The IFBench case file: every retained prompt's assertions import and run on a dummy answer.
-
-The verifiers come from `if-verifiable` (installed with `--no-deps`) and need nltk, emoji and
-syllapy; without them the tests skip with the install command, except under CI, where a missing
-verifier is a failure (CI installs them).
-"""
+"""The IFBench case file: every retained prompt's assertions import and run on a dummy answer
+(the verifiers' set-up: tests/verifier_support.py)."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-from typing import Any
 
 import pytest
 from benchmarks.ifbench import convert, verify
 
-try:
-    verify.registry()
-    MISSING: str | None = None
-except verify.VerifierUnavailableError as exc:
-    MISSING = str(exc)
+from verifier_support import DUMMY, evaluate_answers, resolve, skip_without
 
-needs_verifiers = pytest.mark.skipif(
-    MISSING is not None and not os.environ.get("CI"), reason=MISSING or ""
-)
-
-DUMMY = "Hello. This is a short answer, with one sentence more.\n\nA second paragraph."
-
-
-def _resolve(reference: str) -> Any:
-    module, _, name = reference.partition(":")
-    return getattr(importlib.import_module(module), name)
+needs_verifiers = skip_without(verify.VERIFIERS)
 
 
 def test_case_file_is_the_conversion_of_the_source() -> None:
@@ -67,11 +47,11 @@ def test_every_assertion_imports_and_runs_on_a_dummy_answer() -> None:
     for case in convert.load_cases():
         context = {"metadata": case["metadata"], "vars": {}}
         for assertion in case["assert"]:
-            result = _resolve(assertion["value"])(DUMMY, context)
+            result = resolve(assertion["value"])(DUMMY, context)
             assert isinstance(result, bool)
             ran += 1
         # The whole-case check agrees with its parts.
-        parts = [_resolve(a["value"])(DUMMY, context) for a in case["assert"]]
+        parts = [resolve(a["value"])(DUMMY, context) for a in case["assert"]]
         assert verify.check(DUMMY, context) == all(parts)
     assert ran == 304
 
@@ -99,3 +79,11 @@ def test_metadata_is_found_in_promptfoo_shapes_too() -> None:
         verify.check_0(DUMMY, {"vars": {}})
     with pytest.raises(IndexError, match="only 1 instruction"):
         verify.check_1(DUMMY, {"metadata": case["metadata"]})
+
+
+@needs_verifiers
+async def test_jevrefine_evaluates_the_case_file() -> None:
+    good = "kaleidoscope nebula nebula " + "whisper " * 3 + "labyrinth " * 5 + "paradox " * 7
+    answers = {"ifbench-0": good, "ifbench-1": "Courtesy."}
+    passed = await evaluate_answers(convert.CASES, answers)
+    assert passed == {"ifbench-0": True, "ifbench-1": False}

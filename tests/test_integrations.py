@@ -168,9 +168,16 @@ async def test_refine_endpoint_concurrently_in_the_callers_trace(
         "outcome": "passed",
         "attempts": 1,
         "tokens": replies["question 3"]["tokens"],
+        "chosen": 1,
+        "verdict": replies["question 3"]["verdict"],
     }
+    assert replies["question 3"]["verdict"].startswith("passed=true [")
     assert replies["question 3"]["tokens"] > 0
     assert (replies["a bad one"]["passed"], replies["a bad one"]["attempts"]) == (False, 2)
+    # A failed answer says so: which attempt came back, and why even it fell short.
+    assert replies["a bad one"]["outcome"] == "best_attempt"
+    assert replies["a bad one"]["chosen"] in (1, 2)
+    assert replies["a bad one"]["verdict"].startswith("passed=false [")
     assert bad_request.status_code in (400, 422)
     spans = backend.telemetry.spans()
     # One root per request, each a child of the caller's (remote) span, all in its trace.

@@ -46,12 +46,6 @@ ALLOWED = {
     "judge/tool_index.py": {"advisors"},
 }
 
-CIRCLES_BEING_REMOVED = {
-    # The self-refine loop and its stream share `_Loop` both ways; the refine-attempt engine
-    # (issue 30, item 4) replaces the two.
-    frozenset({"advisors/self_refine.py", "advisors/_refine_stream.py"}),
-}
-
 
 def _imported_rooms(path: Path) -> set[str]:
     """The top-level rooms of jevrefine that a module imports, resolved from relative imports."""
@@ -160,7 +154,7 @@ def _circles(graph: dict[Path, set[Path]]) -> list[frozenset[str]]:
 
 def test_no_two_files_import_each_other() -> None:
     graph = {path: _imported_files(path) for path in PACKAGE.rglob("*.py")}
-    assert [c for c in _circles(graph) if c not in CIRCLES_BEING_REMOVED] == []
+    assert _circles(graph) == []
 
 
 def test_the_circle_finder_sees_a_circle() -> None:

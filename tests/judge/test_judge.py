@@ -167,6 +167,32 @@ async def test_score_passes_on_half_the_mass_at_or_above_the_needed_level() -> N
     assert "0.45" in detail
 
 
+async def test_a_failed_score_never_reads_as_reaching_the_level_it_needed() -> None:
+    """Promise (issue 31): the detail agrees with the outcome. The most likely level may reach
+    the bar while the mass rule fails it; the text then says the mass fell short, not "reached
+    level 3, needed level 3"."""
+    answer = noul_score_answer({3: 0.45, 0: 0.3, 1: 0.25})
+    judge = Judge(Scripted({"h": answer}), [score("h", HELPFUL, minimum=3)])
+    detail = (await judge.evaluate(INPUT)).failures()[0].detail
+    assert detail.startswith("h: reached level 3 'level 3'")
+    assert "but only 0.45 of the probability is at or above level 3 'excellent'" in detail
+    assert "needed level" not in detail
+    # Without probabilities: 1.9 rounds to level 2, yet it is below the minimum 2.
+    unsure = Judge(Scripted({"h": ScoreAnswer(1.9, {}, {})}), [score("h", HELPFUL, minimum=2)])
+    detail = (await unsure.evaluate(INPUT)).failures()[0].detail
+    assert detail == "h: reached level 2 'good' (score 1.90), below the minimum 2.00"
+
+
+async def test_a_score_decided_by_level_follows_the_most_likely_level() -> None:
+    passing = noul_score_answer({2: 0.4, 0: 0.35, 1: 0.25})  # 0.4 at or above 2: mass fails
+    by_level = [score("h", HELPFUL, minimum=2, decide_by="level")]
+    assert (await Judge(Scripted({"h": passing}), by_level).evaluate(INPUT)).passed
+    failing = noul_score_answer({1: 0.4, 2: 0.3, 3: 0.3})  # 0.6 at or above 2: mass passes
+    assert not (await Judge(Scripted({"h": failing}), by_level).evaluate(INPUT)).passed
+    with pytest.raises(JudgeUsageError, match="decide_by"):
+        score("h", HELPFUL, minimum=2, decide_by="median")  # type: ignore[arg-type]
+
+
 async def test_score_without_probabilities_compares_the_score() -> None:
     answer = ScoreAnswer(2.0, {}, {})
     judge = Judge(Scripted({"h": answer}), [score("h", HELPFUL, minimum=2)])
@@ -206,8 +232,8 @@ async def test_min_confidence_makes_split_answers_inconclusive_but_not_nouls() -
 async def test_a_missing_answer_is_a_response_error_never_a_verdict() -> None:
     client = Scripted({"g": NoulAnswer(0.9)})  # no answer for "h"
     criteria = [noul("g", GROUNDED), score("h", HELPFUL, minimum=1)]
-    for fail_on_error in (True, False):  # not a finding at all, whatever the option
-        judge = Judge(client, criteria, fail_on_error=fail_on_error)
+    for fail_fast in (True, False):  # not a finding at all, whatever the options
+        judge = Judge(client, criteria, fail_fast=fail_fast)
         with pytest.raises(JudgeResponseError, match=r"'answers\.h'") as caught:
             await judge.evaluate(INPUT)
         assert caught.value.field_path == "answers.h"
@@ -370,3 +396,27 @@ async def test_rating_judge_is_a_four_level_helpfulness_score_on_a_chat_model() 
     assert "Weather in Paris?" in judge_model.prompts[0].messages[-1].text
     with pytest.raises(JudgeUsageError):
         rating_judge(judge_model, success_rating=5)
+
+
+# -- a judge of code checks alone (issue 32, 8) ------------------------------------------------
+
+
+async def test_a_judge_of_code_checks_alone_needs_no_client_and_no_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Promise: `Judge(criteria=[check(...)])` takes no client, so no API key, and judges."""
+    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
+    judge = Judge(criteria=[check("short", lambda i: len(i.assistant_answer) < 10, "Too long")])
+    assert judge.client is None
+    failed = await judge.evaluate(INPUT)
+    assert not failed.passed
+    assert failed.response is None
+    assert failed.feedback == "- short: Too long"
+    assert (await judge.evaluate(JudgeInput("user: Hi?", "Hello."))).passed
+
+
+def test_a_question_without_a_client_is_refused_with_what_to_pass() -> None:
+    with pytest.raises(JudgeUsageError, match=r"\['g'\] ask a question and no client"):
+        Judge(criteria=[noul("g", GROUNDED)])
+    with pytest.raises(JudgeUsageError, match="Judge needs criteria"):
+        Judge(Scripted({}))

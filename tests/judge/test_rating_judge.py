@@ -155,3 +155,59 @@ async def test_without_explain_failures_no_feedback_request_is_made() -> None:
     assert not verdict.passed
     assert requests == ["rating"]
     assert FEEDBACK_SENTENCE not in verdict.feedback
+
+
+def _rated(distribution: dict[str, float]):  # type: ignore[no-untyped-def]
+    """A judge model whose rating token carries `distribution` (rating -> probability)."""
+
+    def answer(prompt: Prompt) -> ChatResponse:
+        best = max(distribution, key=lambda r: distribution[r])
+        tokens = ["{", '"', "answer", '":', ' "', best, '"}']
+        logprobs = [TokenLogprob(t, -0.1, ((t, -0.1),)) for t in tokens]
+        top = tuple((r, math.log(p)) for r, p in distribution.items())
+        logprobs[5] = TokenLogprob(best, math.log(distribution[best]), top)
+        return ChatResponse(
+            [Generation(AssistantMessage("".join(tokens)), metadata={"logprobs": logprobs})]
+        )
+
+    return FunctionModel(answer)
+
+
+@pytest.mark.parametrize(
+    ("distribution", "success_rating", "passes"),
+    [
+        # Rated 2 with 0.45, yet 0.55 of the mass at 3 or above: seed 003 fails a 2 at 3.
+        ({"2": 0.45, "3": 0.30, "4": 0.25}, 3, False),
+        # Rated 4 with 0.45, only 0.45 of the mass at 4: seed 003 passes a 4 at 4.
+        ({"4": 0.45, "1": 0.30, "2": 0.25}, 4, True),
+        ({"3": 0.5, "2": 0.5}, 3, False),  # a tie goes to the lower rating (deterministic)
+    ],
+)
+async def test_the_verdict_is_the_rating_reaching_success_rating_whatever_the_mass(
+    distribution: dict[str, float], success_rating: int, passes: bool
+) -> None:
+    """Promise (issue 31): rating_judge passes exactly when the rating reaches success_rating
+    (seed 003: `rating >= successRating`); the probabilities only pick the rating."""
+    judge = rating_judge(_rated(distribution), success_rating=success_rating)
+    verdict = await judge.evaluate(INPUT)
+    assert verdict.passed is passes
+    (finding,) = verdict.findings
+    answer = finding.answer
+    assert isinstance(answer, ScoreAnswer)
+    assert (answer.level + 1 >= success_rating) is passes
+
+
+async def test_a_failed_rating_speaks_in_the_one_to_four_numbers_and_never_contradicts() -> None:
+    """Promise (issue 32, 9): the feedback names the rating reached and the one needed in the
+    scale's own 1-4 numbers, not Jev's 0-based level index."""
+    judge = rating_judge(_rated({"1": 0.5, "2": 0.3, "3": 0.2}), success_rating=3)
+    verdict = await judge.evaluate(INPUT)
+    (finding,) = verdict.failures()
+    detail = finding.detail
+    assert detail.startswith("helpfulness: reached '1 - Unhelpful")
+    assert "(rating 1.70)" in detail  # 1 * 0.5 + 2 * 0.3 + 3 * 0.2
+    assert "needed '3 - Helpful" in detail
+    assert "minimum 3.00" in detail
+    assert "score 0." not in detail
+    assert "minimum 2.00" not in detail
+    assert verdict.feedback == f"- {detail}"

@@ -284,7 +284,7 @@ async def test_one_refinement_is_one_outcome_in_the_metrics(
 
 def test_a_pause_is_only_taken_up_by_the_tool_loops_next_round() -> None:
     from jevrefine import UserMessage
-    from jevrefine.advisors.self_refine import _Paused
+    from jevrefine.advisors.self_refine._engine import Paused as _Paused
 
     asked = (UserMessage("Oslo?"),)
     call = AssistantMessage("", (ToolCall("c1", "reading", '{"city": "Oslo"}'),))

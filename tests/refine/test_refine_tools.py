@@ -21,7 +21,7 @@ from jevrefine import (
     context_keys,
     tool,
 )
-from jevrefine.advisors._refine_input import tool_calls_from_prompt
+from jevrefine.advisors.self_refine._input import tool_calls_from_prompt
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.judge import Judge, noul
 from jevrefine.testing import FakeJevServer, FunctionModel

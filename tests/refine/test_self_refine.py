@@ -301,7 +301,7 @@ async def test_the_feedback_template_may_quote_the_rejected_answer(
 
 
 def test_a_request_without_a_user_message_gets_the_feedback_as_a_new_one() -> None:
-    from jevrefine.advisors._refine_input import retry_prompt
+    from jevrefine.advisors.self_refine._input import retry_prompt
 
     prompt = Prompt((jr.SystemMessage("s"), jr.AssistantMessage("a")))
     assert retry_prompt(prompt, "\n\nfix it").messages[-1] == UserMessage("fix it")

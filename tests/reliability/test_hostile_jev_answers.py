@@ -191,8 +191,9 @@ async def test_any_system_one_client_is_held_to_the_same_bar() -> None:
         await judge.evaluate(JudgeInput("q", "a"))
 
 
-def test_error_findings_count_as_failures_by_default() -> None:
-    """Promise: `fail_on_error` is on unless the caller turns it off: ERROR is never a pass."""
+def test_error_findings_count_as_failures_and_fail_on_error_is_deprecated() -> None:
+    """Promise: an ERROR finding is never a pass; `fail_on_error`, which could never take
+    effect (nothing produces ERROR: a missing answer raises), warns and changes nothing."""
     from jevrefine.judge import Outcome
 
     class Any1:
@@ -200,10 +201,10 @@ def test_error_findings_count_as_failures_by_default() -> None:
             raise AssertionError
 
     judge = Judge(Any1(), [noul("g", QUESTIONS["g"])])  # type: ignore[arg-type]
-    assert judge.fail_on_error is True
     assert judge._counts_as_failed(Outcome.ERROR)
-    lenient = Judge(Any1(), [noul("g", QUESTIONS["g"])], fail_on_error=False)  # type: ignore[arg-type]
-    assert not lenient._counts_as_failed(Outcome.ERROR)
+    with pytest.warns(DeprecationWarning, match="fail_on_error=.* has no effect"):
+        lenient = Judge(Any1(), [noul("g", QUESTIONS["g"])], fail_on_error=False)  # type: ignore[arg-type]
+    assert lenient._counts_as_failed(Outcome.ERROR)
 
 
 # -- ModelJudgeClient: the chat model's text and logprobs are hostile too ---------------------

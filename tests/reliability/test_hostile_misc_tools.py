@@ -22,7 +22,7 @@ from jevrefine import (
     ToolResponseMessage,
     UserMessage,
 )
-from jevrefine.advisors._refine_input import tool_calls_from_prompt
+from jevrefine.advisors.self_refine._input import tool_calls_from_prompt
 from jevrefine.advisors.tool_calling import DEFAULT_MAX_TOOL_CALLS
 from jevrefine.messages import Message
 from jevrefine.testing import FunctionModel

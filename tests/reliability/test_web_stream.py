@@ -342,3 +342,42 @@ async def test_the_page_renders_a_live_refinement_in_a_real_browser(
             await context.close()
         finally:
             await browser.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("example", "serve"), APPS)
+async def test_the_page_never_shows_a_failed_answer_as_the_answer(
+    example: str, serve: Serve, backend: Backend, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Promise (issue 32, 2): when every attempt fails, the page says "no attempt passed; best
+    attempt shown" with the returned attempt and its verdict, and marks the answer box failed
+    (red, "best attempt (it did not pass the judge)"), never the green "answer"."""
+    playwright_api = pytest.importorskip("playwright.async_api")
+    executable = _chromium()
+
+    async def always_wrong(state: Any, questions: Iterable[str]) -> dict[str, float]:
+        return dict.fromkeys(questions, 0.1)
+
+    backend.jev_server.answer = always_wrong
+    app = load_example(example, monkeypatch).create_app(backend.open_client)
+    async with serve(app) as url, playwright_api.async_playwright() as driver:
+        browser = await driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 900, "height": 700})
+            await page.goto(f"{url}/?prompt={quote('What is the capital of France?')}")
+            await page.locator("#answer").wait_for(state="visible", timeout=10_000)
+            note = await page.locator("#note").text_content()
+            assert note == (
+                "no attempt passed; best attempt shown (attempt 3: passed=false [is_right=FAILED])"
+            )
+            assert await page.locator("#answer").get_attribute("class") == "failed"
+            label = await page.locator("#answer").evaluate(
+                "el => getComputedStyle(el, '::before').content"
+            )
+            assert "did not pass" in label
+            assert "done: best_attempt, 3 attempt(s)" in (
+                await page.locator("#status").text_content() or ""
+            )
+            await page.screenshot(path=str(tmp_path / "failed.png"), full_page=True)
+        finally:
+            await browser.close()

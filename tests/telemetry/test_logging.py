@@ -52,7 +52,11 @@ async def test_retries_and_a_fail_open_are_logged_without_the_key(
     assert "Bearer" not in text
 
 
-async def test_exhausted_attempts_are_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+async def test_each_failed_attempt_and_the_exhausted_loop_are_warnings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Seed 003's loop logging: a WARN per failed attempt with its feedback, and one when an
+    answer that did not pass is shipped (an INFO when an attempt passes: the next test)."""
     caplog.set_level(logging.DEBUG, logger="jevrefine")
     async with (
         FakeJevServer(lambda state, questions: {"ok": 0.1}) as server,
@@ -63,7 +67,25 @@ async def test_exhausted_attempts_are_a_warning(caplog: pytest.LogCaptureFixture
         client = jr.ChatClient(FunctionModel(lambda p: "answer"), advisors=[advisor])
         await client.prompt("q").call()
     records = [r for r in caplog.records if r.name == "jevrefine.self_refine"]
-    assert [r.levelno for r in records] == [logging.DEBUG, logging.DEBUG, logging.WARNING]
+    assert [r.levelno for r in records] == [logging.WARNING] * 3
     assert "attempt 1 failed the judge" in records[0].getMessage()
+    assert "OK?" in records[0].getMessage()  # the feedback the retry carries
+    assert "attempt 2 failed the judge" in records[1].getMessage()
     assert "returning attempt 2" in records[2].getMessage()
     assert SECRET not in _all_text(caplog)
+
+
+async def test_a_passing_attempt_is_an_info(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="jevrefine")
+    async with (
+        FakeJevServer(lambda state, questions: {"ok": 0.9}) as server,
+        JudgeClient(SECRET, base_url=server.base_url) as jev,
+    ):
+        judge = Judge(jev, [noul("ok", Noul("OK?"), 0.5)])
+        advisor = jr.SelfRefineAdvisor(judge, max_repeat_attempts=1)
+        client = jr.ChatClient(FunctionModel(lambda p: "answer"), advisors=[advisor])
+        await client.prompt("q").call()
+    records = [r for r in caplog.records if r.name == "jevrefine.self_refine"]
+    assert [(r.levelno, r.getMessage()) for r in records] == [
+        (logging.INFO, "self-refine: attempt 1 passed the judge")
+    ]

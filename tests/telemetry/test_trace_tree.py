@@ -49,7 +49,7 @@ async def test_demo_trace_prints_one_tree_per_call(
     assert "└─ invoke_workflow self_refine  (internal)" in tree
     assert "attempts=2 outcome=passed" in tree
     assert "   ├─ self_refine.attempt  (internal)" in tree
-    assert "· evaluation answers_question=pass (1.00)" in tree
+    assert "· evaluation agrees_with_reference=pass (1.00)" in tree
     assert "chat function  (client)" in tree
     assert " ms  [provider=function" in tree
 

@@ -21,6 +21,7 @@ from .retrieval import RetrievalAdvisor as RetrievalAdvisor
 from .self_refine import Attempt as Attempt
 from .self_refine import JudgeErrorPolicy as JudgeErrorPolicy
 from .self_refine import RefineReport as RefineReport
+from .self_refine import RetryStrategy as RetryStrategy
 from .self_refine import SelfRefineAdvisor as SelfRefineAdvisor
 from .self_refine import SelfRefineFailedError as SelfRefineFailedError
 from .tool_calling import TOOL_CALLING_ORDER as TOOL_CALLING_ORDER
@@ -49,6 +50,7 @@ __all__ = [
     "MessageChatMemoryAdvisor",
     "RefineReport",
     "RetrievalAdvisor",
+    "RetryStrategy",
     "SelfRefineAdvisor",
     "SelfRefineFailedError",
     "StreamAdvisor",

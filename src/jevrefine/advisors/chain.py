@@ -317,7 +317,7 @@ class CallAdvisorChain:
         A plain method that hands back the next link's coroutine rather than a coroutine of its
         own: every coroutine between the caller and the model is resumed again each time the
         call's I/O wakes it, so the chain adds no layer of its own (a fast path measured by
-        `benchmarks/bench_chain_overhead.py`; pinned by `tests/test_fast_paths.py`).
+        `benchmarks/bench_chain_overhead.py`; pinned by `tests/perf/test_fast_paths.py`).
         """
         if self._index >= len(self._advisors):
             return self._terminal.call(request)

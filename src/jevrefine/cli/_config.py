@@ -65,18 +65,27 @@ import contextlib
 import difflib
 import os
 import re
+import sys
 import tomllib
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias
 
 import pydantic
 
 from .._http._headers import redact_url
 from ..exceptions import UserError
 from ..jev.errors import JudgeUsageError
-from ._providers import HOSTED, JEV_KEY_ENV, open_chat_model, resolve_provider
+from ._providers import (
+    HOSTED,
+    JEV_KEY_ENV,
+    offline_judge_model,
+    offline_model,
+    open_chat_model,
+    open_local_model,
+    resolve_provider,
+)
 
 if TYPE_CHECKING:
     from ..jev.protocol import SystemOneClient
@@ -283,12 +292,15 @@ class EscalateSection(_Section):
 class JudgeSection(_Section):
     """`[judge]`: what judges each answer."""
 
-    kind: Literal["rating", "jev", "model", "none"] = "rating"
-    """`rating`: a chat model rates 1-4; `jev`: TypeSafe's Jev API answers `criteria`;
-    `model`: a chat model answers `criteria`; `none`: no refinement."""
+    kind: Literal["auto", "reference", "rating", "jev", "model", "none"] = "auto"
+    """`auto` (the default): `reference` when the judge model is local, else `rating`;
+    `reference`: a chat model answers each question itself, then checks the answer agrees
+    (`reference_judge`); `rating`: a chat model rates 1-4; `jev`: TypeSafe's Jev API answers
+    `criteria`; `model`: a chat model answers `criteria`; `none`: no refinement."""
     provider: ProviderName | None = None
-    """The judging chat model's provider (`rating`, `model`); the answering model is reused
-    when this, `name` and `base_url` are unset."""
+    """The judging chat model's provider (`reference`, `rating`, `model`; default: the
+    answering model's). Unset with `name` and `base_url`: a hosted answering model is reused as
+    the judge; a local one is judged by `OFFLINE_JUDGE_MODEL` on a server of its own."""
     name: str | None = None
     """The judging chat model, or the Jev model."""
     base_url: str | None = None
@@ -303,8 +315,8 @@ class JudgeSection(_Section):
     """A choice or score with less support than this is INCONCLUSIVE (`jev`, `model`)."""
     fail_on_inconclusive: bool = False
     """Count INCONCLUSIVE findings as failures (`jev`, `model`)."""
-    fail_on_error: bool = True
-    """Count ERROR findings as failures (`jev`, `model`); the Python `Judge`'s default too."""
+    fail_on_error: bool | None = None
+    """Deprecated, no effect (a note on stderr when set): no judge produces an ERROR finding."""
     escalate: EscalateSection | None = None
     """`[judge.escalate]`: re-ask the unsure criteria of a stronger judge (`jev`, `model`)."""
 
@@ -313,9 +325,10 @@ class JudgeSection(_Section):
     def _no_criteria_for_rating(
         cls, criteria: tuple[Any, ...], info: pydantic.ValidationInfo
     ) -> tuple[Any, ...]:
-        if info.data.get("kind") == "rating" and criteria:
+        kind = info.data.get("kind")
+        if kind in ("auto", "reference", "rating") and criteria:
             raise ValueError(
-                'kind = "rating" asks one built-in question and takes no [[judge.criteria]]: '
+                f'kind = "{kind}" asks one built-in question and takes no [[judge.criteria]]: '
                 'set kind = "jev" (Jev answers them) or kind = "model" (a chat model does), '
                 "or remove the criteria"
             )
@@ -326,7 +339,7 @@ class JudgeSection(_Section):
         if self.kind in ("jev", "model") and not self.criteria:
             raise ValueError(
                 f'kind = "{self.kind}" needs at least one [[judge.criteria]] entry (a noul, '
-                'score or choice question); or use kind = "rating" for a 1-4 rating'
+                'score or choice question); or use kind = "rating" for a 1-4 rating, or "reference"'
             )
         if self.escalate is not None and self.kind not in ("jev", "model"):
             raise ValueError(
@@ -558,6 +571,7 @@ class CliConfig(_Section):
         described = self.model_dump(mode="json")
         described["model"]["provider"] = resolve_provider(self.model.provider)
         described["model"]["max_tokens"] = self.max_tokens()
+        described["judge"]["kind"] = judge_kind(self)  # `auto` said as what it will be
         described["run"]["concurrency"] = self.concurrency()
         described["api_keys"] = {
             name: "set" if os.environ.get(var) else "not set" for name, var in _KEYS.items()
@@ -613,6 +627,13 @@ def load_config(path: str | None, overrides: Mapping[str, Mapping[str, Any]]) ->
         problems = [(_key_path(error["loc"]), _problem(error)) for error in exc.errors()]
         text = "; ".join(f"{key}: {problem}" for key, problem in problems)
         raise ConfigError(f"invalid setting{where}: {text}", key=problems[0][0]) from None
+    if config.judge.fail_on_error is not None:
+        # Kept readable so that existing files still load; said, so that it is not relied on.
+        print(
+            "jevrefine: [judge] fail_on_error has no effect and will be removed (no judge "
+            "produces an ERROR finding); delete it from the config file",
+            file=sys.stderr,
+        )
     if config.judge.kind in ("jev", "model"):
         try:
             config.judge.build_criteria()  # the Judge's own rules, checked before anything runs
@@ -688,7 +709,7 @@ def missing_key(config: CliConfig) -> str | None:
         (resolve_provider(config.model.provider), config.model.base_url, "--base-url")
     ]
     judge = config.judge
-    if judge.kind in ("rating", "model") and (judge.provider or judge.name or judge.base_url):
+    if judge.kind in _MODEL_KINDS and (judge.provider or judge.name or judge.base_url):
         judge_provider = judge.provider or config.model.provider
         needs.append((resolve_provider(judge_provider), judge.base_url, "--judge-base-url"))
     escalate = judge.escalate
@@ -712,6 +733,22 @@ def missing_key(config: CliConfig) -> str | None:
     return None
 
 
+_MODEL_KINDS: Final = ("auto", "reference", "rating", "model")
+"""The judge kinds a chat model answers."""
+
+
+def judge_kind(config: CliConfig) -> str:
+    """`[judge] kind` with `auto` resolved: `reference` for a local judge model, else `rating`."""
+    spec = config.judge
+    if spec.kind != "auto":
+        return spec.kind
+    provider = resolve_provider(spec.provider or config.model.provider)
+    local = provider == "local" and spec.base_url is None
+    if spec.provider is None and spec.name is None and spec.base_url is None:
+        local = config.local and config.model.base_url is None
+    return "reference" if local else "rating"
+
+
 @dataclass(frozen=True, slots=True)
 class Models:
     """What `open_models` yields: the answering model, the judge (if any), where they run."""
@@ -722,44 +759,62 @@ class Models:
     """The judge; `None` when `[judge] kind = "none"`."""
     description: str
     """One line: provider and model name (no secrets)."""
+    judge_model: ChatModel | None = None
+    """The chat model answering the judge's questions (`None`: Jev, or no judge)."""
+    judge_description: str = ""
+    """One line: what judges and how (empty without a judge)."""
+    self_judging: bool = False
+    """Whether the answering model judges its own answers."""
 
 
 @contextlib.asynccontextmanager
-async def open_models(config: CliConfig, *, local_slots: int = 1) -> AsyncIterator[Models]:
+async def open_models(
+    config: CliConfig, *, local_slots: int = 1, judge_only: bool = False
+) -> AsyncIterator[Models]:
     """Open the answering model and the judge for `config`; closes whatever it opened.
 
     A local model's server gets `local_slots` slots (requests answered at once), each with
-    `LOCAL_SLOT_CONTEXT` tokens of context.
+    `LOCAL_SLOT_CONTEXT` tokens of context. `judge_only` (`jevrefine judge`) leaves the answering
+    model closed when a model of its own judges; `Models.model` is then the judge's model.
     """
     async with contextlib.AsyncExitStack() as stack:
         section = config.model
-        model = await _open_model(
-            stack, section.provider, section.name, section.base_url, local_slots
-        )
-        judge: Judge | None = None
-        spec = config.judge
-        judge_model = model
-        if spec.kind in ("rating", "model") and (
-            spec.provider is not None or spec.name is not None or spec.base_url is not None
-        ):
-            judge_model = await _open_model(
-                stack, spec.provider or section.provider, spec.name, spec.base_url, local_slots
+        kind = judge_kind(config)
+        model: ChatModel | None = None
+        if not (judge_only and kind in _MODEL_KINDS and _judge_model_of_its_own(config)):
+            model = await _open_model(
+                stack, section.provider, section.name, section.base_url, local_slots
             )
-        if spec.kind == "rating":
+        spec = config.judge
+        judge: Judge | None = None
+        judge_model: ChatModel | None = None
+        if kind in _MODEL_KINDS:
+            judge_model = await _open_judge_model(stack, config, model, local_slots)
+        if model is None:
+            assert judge_model is not None
+            model = judge_model
+        if kind == "reference":
+            from ..judge._judge import reference_judge
+
+            assert judge_model is not None
+            judge = reference_judge(judge_model, constraint=_constraint_for(judge_model))
+        elif kind == "rating":
             from ..judge._judge import rating_judge
 
+            assert judge_model is not None
             judge = rating_judge(judge_model, success_rating=spec.success_rating)
-        elif spec.kind in ("jev", "model"):
+        elif kind in ("jev", "model"):
             from ..jev import JudgeClient
             from ..judge import ModelJudgeClient
             from ..judge._judge import Judge
 
             answers: SystemOneClient
-            if spec.kind == "jev":
+            if kind == "jev":
                 answers = await stack.enter_async_context(
                     JudgeClient(base_url=spec.base_url, model=spec.name)
                 )
             else:
+                assert judge_model is not None
                 answers = ModelJudgeClient(judge_model)  # closes nothing: the stack closes models
             stronger = await _open_escalation(stack, config, local_slots)
             judge = Judge(
@@ -768,11 +823,78 @@ async def open_models(config: CliConfig, *, local_slots: int = 1) -> AsyncIterat
                 fail_fast=spec.fail_fast,
                 min_confidence=spec.min_confidence,
                 fail_on_inconclusive=spec.fail_on_inconclusive,
-                fail_on_error=spec.fail_on_error,
                 escalate_to=stronger,
                 escalate_below=0.9 if spec.escalate is None else spec.escalate.below,
             )
-        yield Models(model, judge, f"{model.provider} {model.model_name}")
+        itself = judge_model is not None and not _judge_model_of_its_own(config)
+        described = _judge_description(kind, judge_model, spec, itself=itself)
+        yield Models(
+            model, judge, f"{model.provider} {model.model_name}", judge_model, described, itself
+        )
+
+
+def _judge_model_of_its_own(config: CliConfig) -> bool:
+    """Whether a model judges that is not the answering model (opened apart from it).
+
+    Unnamed, a hosted answering model judges itself (as before); a local one is judged by
+    `OFFLINE_JUDGE_MODEL` on its own server, unless that is the model answering.
+    """
+    spec, section = config.judge, config.model
+    named = spec.provider is not None or spec.name is not None or spec.base_url is not None
+    provider = resolve_provider(spec.provider or section.provider)
+    if provider == "local" and spec.base_url is None:
+        answering_locally = config.local and section.base_url is None
+        if answering_locally and offline_judge_model(spec.name) == offline_model(section.name):
+            return False  # the same file: one server, and `Models.self_judging` says so
+        return named or answering_locally
+    return named
+
+
+async def _open_judge_model(
+    stack: contextlib.AsyncExitStack,
+    config: CliConfig,
+    model: ChatModel | None,
+    local_slots: int,
+) -> ChatModel:
+    """The chat model that judges: the one named, the offline judge model, or `model` itself."""
+    if not _judge_model_of_its_own(config):
+        assert model is not None  # open_models opened it for this
+        return model
+    spec, section = config.judge, config.model
+    provider = resolve_provider(spec.provider or section.provider)
+    if provider == "local" and spec.base_url is None:
+        slots = max(1, min(local_slots, LOCAL_MAX_SLOTS))
+        judge_model, _ = await open_local_model(
+            stack, offline_judge_model(spec.name), ctx=LOCAL_SLOT_CONTEXT * slots, parallel=slots
+        )
+        return judge_model
+    return await _open_model(stack, provider, spec.name, spec.base_url, local_slots)
+
+
+def _constraint_for(model: ChatModel) -> Literal["json_schema", "grammar"]:
+    # A llama.cpp grammar makes the answer the first token: the cheapest on a small CPU.
+    return "grammar" if model.server_address in ("127.0.0.1", "localhost") else "json_schema"
+
+
+def _judge_description(
+    kind: str, judge_model: ChatModel | None, spec: JudgeSection, *, itself: bool
+) -> str:
+    if kind == "none":
+        return ""
+    if kind == "jev":
+        return "Jev (TypeSafe's judge API)"
+    assert judge_model is not None
+    how = {
+        "reference": "answers each question itself, then checks the answer agrees",
+        "rating": f"rates 1-4, passing at {spec.success_rating}",
+        "model": "answers the [[judge.criteria]] questions",
+    }[kind]
+    who = f"{judge_model.model_name}"
+    if itself:
+        who += " (the answering model itself)"
+    elif judge_model.server_address in ("127.0.0.1", "localhost"):
+        who += " (a separate local server)"
+    return f"{who}: {how}"
 
 
 async def _open_escalation(

@@ -1,16 +1,29 @@
-"""The refine loop of `jevrefine demo`: a judged answer, every attempt and verdict shown live.
+"""The refine loop of `jevrefine demo`: a judged answer streamed live, then a typed one.
 
-The judge pairs two code checks with one model-judged question. The checks are deterministic, so
-whether the first draft failed and the returned answer passes is never a matter of opinion: a
-word limit that a first draft plausibly breaks (small models write 40-70 words for a "why"
+**The judge.** Code checks, whose defects say what is wrong and never what to write: a word
+limit that a first draft plausibly breaks (small models write 40-80 words for a "why"
 question), and a check that the answer is not an echo of the feedback (a small model sometimes
-answers a retry with "The answer is longer than 25 words.", which is short and would otherwise
-pass). The question (asked of Jev when `TYPESAFE_API_KEY` is set, else of the demo's own model
-through `ModelJudgeClient`) asks whether the answer responds to what was asked.
+answers a retry with "The answer is longer than 25 words."). Then one model-judged question:
+whether the answer agrees with a correct one (an earlier version checked for the word
+"scatter" and told the model to write it: the retry then only copied the feedback). Offline
+that question is asked of `OFFLINE_JUDGE_MODEL` on a server of its own, never the answering
+model (seed 003: judge with a separate client), through `reference_judge` (it answers the
+question itself first, then compares: the way a small model can tell right from wrong); with
+`TYPESAFE_API_KEY` set, Jev answers it; on a hosted model without Jev, that model does. The
+code checks run first and a failed one skips the judging call (`fail_fast`). Attempt 1 runs at
+temperature 0; each retry is sampled fresh (`RETRY_TEMPERATURE`, a seed per attempt), or a
+small model repeats itself.
 
-Each attempt's answer is printed as soon as the model returns it and its verdict as soon as the
-judge returns (`_LiveJudge`), not in a summary at the end. Everything printed is computed by the
-run; nothing is canned.
+**What is shown.** Each attempt streams as the model writes it (`stream_mode="live"`), then its
+verdict and, when it is rejected, that it goes back with its feedback. At the end the outcome:
+the returned answer when an attempt passed, or "no attempt passed; best attempt shown" with its
+verdict when none did (seed 003 returns the best attempt; it is never dressed as a pass).
+
+**The typed step.** `entity(CityFacts)` through a `SelfRefineAdvisor`: an answer that is not a
+valid `CityFacts` is sent back with the validation error (`fits_output_type`: "population_millions
+(...): input should be less than 100; you wrote 6000000"), to be corrected by the model rather
+than reported as a failure; whether a small model manages is its own affair, and the demo
+says which happened. Everything printed is computed by the run; nothing is canned.
 """
 
 from __future__ import annotations
@@ -18,22 +31,38 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import TYPE_CHECKING, Final, TextIO
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from .. import context_keys
-from ..advisors.self_refine import RefineReport, SelfRefineAdvisor, SelfRefineFailedError
+from ..advisors.chain import BaseAdvisor
+from ..advisors.self_refine import OUTPUT_CRITERION, RefineReport, SelfRefineAdvisor, output_defect
 from ..client import ChatClient
+from ..exceptions import JevrefineError
 from ..jev import JudgeClient, Noul
-from ..judge import Judge, JudgeInput, ModelJudgeClient, check, noul
+from ..judge import Judge, JudgeInput, check, noul
+from ..judge._judge import reference_judge
+from ..messages import ChatOptions
+from ..streaming import AttemptJudged, AttemptRejected, AttemptStarted, Completed, TextDelta
+from ._providers import JEV_KEY_ENV, is_local_model, offline_judge_model, open_local_model
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
-
+    from .._request import ChatClientRequest, ChatClientResponse
+    from ..advisors.chain import CallAdvisorChain
     from ..jev import SystemOneClient
-    from ..judge import Criterion, JudgePlan, Verdict
+    from ..judge import Criterion, Verdict
     from ..models.base import ChatModel
 
-__all__ = ["WORD_LIMIT", "demo_judge", "open_judge_client", "print_report", "refine_demo"]
+__all__ = [
+    "RETRY_TEMPERATURE",
+    "WORD_LIMIT",
+    "DemoJudging",
+    "demo_criteria",
+    "open_judge_client",
+    "print_outcome",
+    "refine_demo",
+    "typed_demo",
+]
 
 WORD_LIMIT: Final = 25
 """The demo's code check: answers of more words fail."""
@@ -47,22 +76,17 @@ ECHO_DEFECT: Final = (
 # What only an echo of the feedback contains: the defect's own wording and the retry section's.
 _ECHO_MARKS: Final = (f"longer than {WORD_LIMIT} words", "fewer words", "broke these rules")
 
-ANSWERS_QUESTION: Final = Noul(
-    "Does assistant_answer answer user_question?",
-    when_true="It answers what was asked",
-    when_false="Does not answer what was asked",
+RETRY_TEMPERATURE: Final = 0.7
+"""Retries are sampled (a fresh seed each): at temperature 0 a small model answers a retry with
+the first draft again, word for word, whatever the feedback (issue 31 measured 9 of 11 third
+attempts on Qwen2.5-Coder-0.5B repeating the second)."""
+
+ASKED_OF_JEV: Final = Noul(
+    "Does assistant_answer correctly answer user_question?",
+    when_true="It answers what was asked, and what it says is right",
+    when_false="The answer does not answer the question, or says something wrong",
 )
-
-LOCAL_JUDGE_SYSTEM: Final = "You judge answers. Reply yes or no."
-"""The local judge's system message: on Qwen2.5-Coder-0.5B, 9 hand-made question/answer pairs
-(4 real answers, 5 non-answers such as an echo or "I like turtles."), this and the question
-above gave P(yes) 0.40-0.56 to the answers and 0.13-0.33 to the non-answers; the SDK's default
-evaluator prompt with the longer question gave 0.27-0.43 and 0.10-0.24 (docs/guide/
-refinement-value.md)."""
-
-ANSWERS_MINIMUM: Final = 0.35
-"""The P(yes) a small local judge must give: between the two groups measured above. Its "yes"
-is biased low, so 0.5 would reject two of the four real answers."""
+"""The model-judged question when Jev judges (Jev reads the answer against its own knowledge)."""
 
 
 def _short_enough(judge_input: JudgeInput) -> bool:
@@ -74,80 +98,96 @@ def _not_an_echo(judge_input: JudgeInput) -> bool:
     return not any(mark in text for mark in _ECHO_MARKS)
 
 
-SKY_PROMPT: Final = "Why is the sky blue?"
-"""The demo's default question, which has a cause a code check can hold the answer to."""
-
-CAUSE_DEFECT: Final = (
-    "The answer does not name the cause; say that the air scatters blue sunlight more than red"
-)
-
-
-def _names_the_cause(judge_input: JudgeInput) -> bool:
-    # Rayleigh scattering is the physics; a small model's first draft rarely names it.
-    return "scatter" in judge_input.assistant_answer.lower()
-
-
-def _criteria(minimum: float = 0.5, *, prompt: str = "") -> list[Criterion]:
+def demo_criteria(question: Sequence[Criterion]) -> list[Criterion]:
+    """The demo's code checks, then the model-judged `question` criteria."""
     criteria: list[Criterion] = [
         check("short", _short_enough, defect=SHORT_DEFECT),
         check("not_an_echo", _not_an_echo, defect=ECHO_DEFECT),
     ]
-    if prompt.strip() == SKY_PROMPT:
-        criteria.append(check("names_the_cause", _names_the_cause, defect=CAUSE_DEFECT))
-    criteria.append(noul("answers_question", ANSWERS_QUESTION, minimum=minimum))
-    return criteria
+    return criteria + list(question)
 
 
-def demo_judge(client: SystemOneClient) -> Judge:
-    """The demo's judge: a word-limit check, an echo check and one model-judged question."""
-    return Judge(client, _criteria())
+class _FreshRetries(BaseAdvisor):
+    """Inside self-refine: attempt 1 at the caller's settings, each retry sampled fresh.
 
-
-class _LiveJudge(Judge):
-    """The demo's judge, printing each answer when it is judged and each verdict when it is in.
-
-    The answer reaches the judge as soon as the model returns it, so this prints the loop as it
-    runs (`SelfRefineAdvisor` calls `prepare` then `ask` once per attempt).
+    A retry goes at `RETRY_TEMPERATURE` with a seed of its own, so the same run still prints
+    the same attempts.
     """
 
-    def __init__(self, client: SystemOneClient, criteria: Sequence[Criterion], out: TextIO):
-        super().__init__(client, criteria)
-        self._out = out
+    name = "demo-fresh-retries"
+    order = SelfRefineAdvisor.DEFAULT_ORDER + 1
+
+    def __init__(self) -> None:
         self._attempt = 0
 
-    async def prepare(self, judge_input: JudgeInput) -> JudgePlan:
-        """Print the attempt's answer, then run the checks."""
+    def before(self, request: ChatClientRequest) -> ChatClientRequest:
+        """Leave attempt 1 alone; sample the others."""
         self._attempt += 1
-        answer = judge_input.assistant_answer
-        self._out.write(
-            f"  attempt {self._attempt}: {_one_line(answer)!r} ({_words(answer)} words)\n"
+        if self._attempt == 1:
+            return request
+        options = request.prompt.options.merge(
+            ChatOptions(temperature=RETRY_TEMPERATURE, seed=7 + self._attempt)
         )
-        self._out.flush()
-        return await super().prepare(judge_input)
+        return request.copy(prompt=request.prompt.with_options(options))
 
-    async def ask(self, plan: JudgePlan) -> Verdict:
-        """Ask the question, then print the verdict and what failed."""
-        verdict = await super().ask(plan)
-        _write_verdict(self._out, verdict)
-        return verdict
+
+@dataclass(frozen=True, slots=True)
+class DemoJudging:
+    """What answers the demo's model-judged question, and how it is described."""
+
+    client: SystemOneClient
+    """Answers the question."""
+    question: tuple[Criterion, ...]
+    """The model-judged criteria (one noul)."""
+    description: str
+    """Who judges, in one line."""
+    calibration_note: str = ""
+    """A line on how this judge did on the known pairs (cached), or how to measure it."""
 
 
 @contextlib.asynccontextmanager
-async def open_judge_client(chat_model: ChatModel) -> AsyncIterator[tuple[SystemOneClient, str]]:
-    """Jev when `TYPESAFE_API_KEY` is set, else the demo's model as the judge."""
-    if os.environ.get("TYPESAFE_API_KEY", "").strip():
+async def open_judge_client(chat_model: ChatModel) -> AsyncIterator[DemoJudging]:
+    """The demo's judging client: Jev, the local judge model, or the hosted model itself.
+
+    Jev when `TYPESAFE_API_KEY` is set; offline the local judge model on its own server; else
+    the hosted model itself, reference-guided.
+    """
+    if os.environ.get(JEV_KEY_ENV, "").strip():
         async with JudgeClient() as jev:
-            yield jev, f"Jev ({jev.model})"
+            criterion = noul("answers_correctly", ASKED_OF_JEV)
+            yield DemoJudging(jev, (criterion,), f"Jev ({jev.model})")
         return
-    judged_by = f"{chat_model.model_name} as the judge (ModelJudgeClient)"
-    if _is_local(chat_model):
-        # A llama.cpp grammar makes the answer the first token: the cheapest on a small CPU.
-        client = ModelJudgeClient(
-            chat_model, constraint="grammar", system_prompt=LOCAL_JUDGE_SYSTEM
+    async with contextlib.AsyncExitStack() as stack:
+        judge_model = chat_model
+        constraint: Any = "json_schema"
+        where = "the answering model itself"
+        if _is_local(chat_model):
+            constraint = "grammar"
+            wanted = offline_judge_model()
+            if not is_local_model(chat_model, wanted):
+                judge_model, _ = await open_local_model(stack, wanted)
+                where = "a separate local server"
+        judge = reference_judge(judge_model, constraint=constraint)
+        assert judge.client is not None
+        described = (
+            f"{judge_model.model_name} ({where}): it answers the question itself, then says "
+            "whether the answer agrees"
         )
-        yield client, judged_by
-    else:
-        yield ModelJudgeClient(chat_model), judged_by
+        note = _calibration_note(judge, judge_model)
+        yield DemoJudging(judge.client, judge.criteria, described, note)
+
+
+def _calibration_note(judge: Judge, judge_model: ChatModel) -> str:
+    from ._calibration import cached_calibration
+
+    calibration = cached_calibration(judge, judge_model)
+    if calibration is None:
+        return (
+            "  (`jevrefine judge --calibrate` measures this judge on 12 known right and wrong "
+            "answers; `run` does it before its first run)\n"
+        )
+    flag = "WARNING, near chance: " if calibration.near_chance else ""
+    return f"  calibration: {flag}it {calibration.summary()} (measured earlier)\n"
 
 
 def _is_local(chat_model: ChatModel) -> bool:
@@ -163,18 +203,17 @@ def _one_line(text: str, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _write_verdict(out: TextIO, verdict: Verdict) -> None:
+def _write_verdict(out: TextIO, verdict: Verdict | None) -> None:
+    if verdict is None:
+        out.write("    not judged\n")
+        return
     out.write(f"    verdict: {verdict.summary()}\n")
     for finding in verdict.counted_failures:
         out.write(f"    - {finding.detail}\n")
-    out.flush()
 
 
-def print_report(out: TextIO, report: RefineReport) -> None:
-    """The outcome and the usage (the attempts were printed as they ran)."""
-    for attempt in report.attempts:
-        if attempt.verdict is None:  # never reached the judge: not printed live
-            out.write(f"  attempt {attempt.index}: {_one_line(attempt.answer)!r}, not judged\n")
+def print_outcome(out: TextIO, report: RefineReport, answer: str) -> None:
+    """The outcome, the usage and the answer, labelled by whether it passed."""
     model, judge = report.model_usage, report.judge_usage
     chosen = f", returned attempt {report.chosen}" if report.chosen is not None else ""
     out.write(
@@ -182,41 +221,117 @@ def print_report(out: TextIO, report: RefineReport) -> None:
         f"{model.input_tokens} input + {model.output_tokens} output tokens, judge "
         f"{judge.total_tokens} tokens\n"
     )
-
-
-def _comparison(report: RefineReport) -> str:
-    """One line saying whether the returned answer passes what the first draft failed."""
-    first = report.attempts[0].verdict
-    if first is None or first.passed or report.chosen in (None, 1):
-        return ""
-    failed = ", ".join(f.criterion for f in first.counted_failures)
+    first = report.attempts[0].verdict if report.attempts else None
     if report.passed:
-        return f"  the first draft failed {failed}; the returned answer passes every criterion\n"
-    return f"  the first draft failed {failed}; no attempt passed every criterion\n"
-
-
-async def refine_demo(out: TextIO, chat_model: ChatModel, prompt: str, system: str) -> None:
-    """Ask `prompt` through a `SelfRefineAdvisor`; print each attempt and verdict as it happens."""
-    async with open_judge_client(chat_model) as (judge_client, judged_by):
-        cause = ", name the cause" if prompt.strip() == SKY_PROMPT else ""
+        if first is not None and not first.passed and report.chosen not in (None, 1):
+            failed = ", ".join(f.criterion for f in first.counted_failures)
+            out.write(
+                f"  the first draft failed {failed}; the returned answer passes every criterion\n"
+            )
+        out.write(f"\n{answer.strip()}\n\n")
+        return
+    if report.outcome == "best_attempt":
+        best = next(a for a in report.attempts if a.index == report.chosen)
+        summary = best.verdict.summary() if best.verdict is not None else "not judged"
         out.write(
-            f"  judged by {judged_by}: at most {WORD_LIMIT} words, not an echo of the "
-            f"feedback{cause}, and it must answer the question\n"
+            f"  no attempt passed; best attempt shown (attempt {best.index}: {summary})\n"
+            f"\n[did not pass the judge] {answer.strip()}\n\n"
         )
+        return
+    out.write(f"  not judged ({report.outcome}); the answer is shown as it came\n\n{answer}\n\n")
+
+
+async def refine_demo(
+    out: TextIO, chat_model: ChatModel, prompt: str, system: str, judging: DemoJudging
+) -> None:
+    """Ask `prompt` through a live-streaming `SelfRefineAdvisor`.
+
+    Prints each attempt as it is written, its verdict, and the outcome.
+    """
+    criteria = demo_criteria(judging.question)
+    rules = ", ".join(c.name for c in criteria)
+    out.write(f"  criteria: {rules} (code checks first; a failed one skips the judging call)\n")
+    out.flush()
+    judge = Judge(judging.client, criteria, fail_fast=True)
+    advisor = SelfRefineAdvisor(judge, max_repeat_attempts=2, stream_mode="live")
+    client = ChatClient(chat_model, system=system, advisors=[advisor, _FreshRetries()])
+    # Temperature 0 and a seed: the same run on the same model prints the same attempts.
+    spec = client.prompt(prompt).options(max_tokens=96, temperature=0.0, seed=7)
+    started = time.perf_counter()
+    text: dict[int, str] = {}
+    async for event in spec.stream_events():
+        match event:
+            case AttemptStarted(attempt=number):
+                text[number] = ""
+                out.write(f"  attempt {number}: ")
+            case TextDelta(attempt=number, text=piece):
+                text[number] += piece
+                out.write(" ".join(piece.splitlines()) if "\n" in piece else piece)
+            case AttemptJudged(attempt=number, verdict=verdict):
+                out.write(f"  ({_words(text[number])} words)\n")
+                _write_verdict(out, verdict)
+            case AttemptRejected():
+                out.write("    rejected: sent back with that feedback\n")
+            case Completed(response=response):
+                report = RefineReport.of(response)
+                assert report is not None
+                print_outcome(out, report, response.content)
         out.flush()
-        local = isinstance(judge_client, ModelJudgeClient) and _is_local(chat_model)
-        criteria = _criteria(ANSWERS_MINIMUM if local else 0.5, prompt=prompt)
-        advisor = SelfRefineAdvisor(_LiveJudge(judge_client, criteria, out), max_repeat_attempts=2)
-        client = ChatClient(chat_model, system=system, advisors=[advisor])
-        # Temperature 0 and a seed: the same run on the same model prints the same attempts.
-        spec = client.prompt(prompt).options(max_tokens=96, temperature=0.0, seed=7)
-        started = time.perf_counter()
-        try:
-            response = await spec.call()
-        except SelfRefineFailedError as exc:  # not raised with these settings; kept for edits
-            print_report(out, exc.report)
-            return
-        report = response.context[context_keys.REFINE_REPORT]
-        print_report(out, report)
-        out.write(_comparison(report))
-        out.write(f"  in {time.perf_counter() - started:.2f} s\n\n{response.content.strip()}\n\n")
+    out.write(f"  in {time.perf_counter() - started:.1f} s\n\n")
+
+
+class _ShowTypedAttempts:
+    """Innermost advisor of the typed step: prints each attempt's answer and whether it fits.
+
+    Whether it fits is what the refine loop's `fits_output_type` finding says (the same test).
+    """
+
+    name = "demo-typed-attempts"
+    order = SelfRefineAdvisor.DEFAULT_ORDER + 2  # inside self-refine: once per attempt
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._number = 0
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: CallAdvisorChain
+    ) -> ChatClientResponse:
+        """Pass the request on; print the answer and its fit."""
+        response = await chain.next_call(request)
+        self._number += 1
+        answer = response.content
+        self._out.write(f"  attempt {self._number}: {_one_line(answer)}\n")
+        spec = request.output_spec
+        defect = output_defect(spec, answer) if spec is not None else None
+        if defect is None:
+            self._out.write(f"    fits {spec.name if spec is not None else 'the type'}\n")
+        else:
+            self._out.write(f"    - {OUTPUT_CRITERION}: {defect}\n")
+        self._out.flush()
+        return response
+
+
+async def typed_demo(
+    out: TextIO, chat_model: ChatModel, system: str, question: str, target: type[Any]
+) -> None:
+    """`entity(target)` refined: a retry carries the validation error of an unfitting answer.
+
+    Prints each attempt, then the typed value or what went wrong.
+    """
+    # No criteria of its own: the type is the criterion (the loop reads every answer as it).
+    advisor = SelfRefineAdvisor(Judge(criteria=[]), max_repeat_attempts=2)
+    shown = _ShowTypedAttempts(out)
+    refined = ChatClient(chat_model, system=system, advisors=[advisor, _FreshRetries(), shown])
+    started = time.perf_counter()
+    try:
+        value = (
+            await refined.prompt(question)
+            .options(max_tokens=80, temperature=0, seed=7)
+            .entity(target)
+        )
+    except JevrefineError as exc:
+        # No attempt fitted: say so, with what the last one got wrong.
+        out.write(f"  no attempt fitted {target.__name__}: {exc}\n")
+    else:
+        out.write(f"  {value!r}\n")
+    out.write(f"  in {time.perf_counter() - started:.1f} s\n")

@@ -29,10 +29,11 @@ import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import anyio
 
+from ..advisors.self_refine import RetryStrategy
 from ..evals._bounded import DEFAULT_CHECK_TIMEOUT
 from ..exceptions import JevrefineError, UserError
 from ..messages import ChatOptions
@@ -57,6 +58,10 @@ EXIT_OK = 0
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+CONTROL: Final = RetryStrategy(feedback="none", temperature=0.7, fresh_seeds=True)
+"""`--control`'s strategy: retries ask the original request again, sampled afresh (at
+temperature 0 they would only repeat attempt 1), without the judge's defects."""
 
 LOCAL_MAX_TOKENS = 160
 """`max_tokens` of the local model when none is set: the small model otherwise rambles until
@@ -104,6 +109,13 @@ def add_eval_command(commands: Any) -> None:
     )
     parser.add_argument("--limit", type=int, help="run the first N cases only")
     parser.add_argument("--max-repeat-attempts", type=int, help="retries after the first answer")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="the no-feedback control: retries ask the request again (sampled afresh) without "
+        "the judge's defects; compare its report with a normal run to see whether your model "
+        "uses the feedback (jevrefine compare A.json B.json)",
+    )
     parser.add_argument(
         "--restart", action="store_true", help="overwrite --out instead of resuming it"
     )
@@ -323,6 +335,7 @@ class _Eval:
             if self.args.eval_judge == "config"
             else None,
             "refine": refine.model_dump(mode="json"),
+            "control": bool(self.args.control),
             "grader": ("jev" if os.environ.get("TYPESAFE_API_KEY") else "model")
             if needs_grader
             else None,
@@ -465,6 +478,7 @@ class _Eval:
             concurrency=self._concurrency(),
             on_result=on_result,
             check_timeout=self.args.check_timeout,
+            strategy=CONTROL if self.args.control else None,
         )
 
     def _concurrency(self) -> int:
@@ -498,6 +512,14 @@ class _Eval:
             f"grader {data['grader_tokens']:,}; latency p50 {data['latency_s']['p50']:.2f} s, "
             f"p95 {data['latency_s']['p95']:.2f} s",
         ]
+        if data["echo_passes"]:
+            lines.append(
+                f"  echoes: {data['echo_passes']} returned answer(s) passed by quoting the "
+                f"feedback; counted as failed: {data['final_pass_rate_answered']:.1%} returned, "
+                f"lift {data['lift_answered']:+.1%}"
+            )
+        if self.args.control:
+            lines.append("  control: retries were asked without the judge's defects")
         if data["escalated"]:
             lines.append(f"  escalated: {data['escalated']:,} criteria to the stronger judge")
         # stderr when the JSON or the rows go to stdout, so that stays parseable.

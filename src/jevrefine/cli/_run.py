@@ -31,7 +31,7 @@ import time
 import traceback
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
@@ -40,9 +40,11 @@ from .._fanout import BatchResult, iter_all
 from ..batch import BatchLimits, RefineSummary, refine_iter
 from ..client import ChatClient
 from ..exceptions import JevrefineError, UserError
+from ..judge.calibration import CALIBRATION_PAIRS
 from ..messages import ChatOptions
 from ..rate_limit import RateLimit, RateLimiter
-from ._config import CliConfig, ConfigError, load_config, missing_key, open_models
+from ._calibration import wants_calibration
+from ._config import CliConfig, ConfigError, Models, load_config, missing_key, open_models
 from ._io import (
     BadLine,
     Record,
@@ -63,6 +65,7 @@ from ._setup import run_setup
 if TYPE_CHECKING:
     from ..client import PromptSpec
     from ..judge._judge import Judge
+    from ..judge.calibration import Calibration
 
 __all__ = ["add_commands", "run_command"]
 
@@ -92,6 +95,12 @@ def add_commands(commands: Any) -> None:
     _io_flags(judge, "question/answer pairs")
     _model_flags(judge)
     _judge_flags(judge)
+    judge.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the judge on 12 built-in known right and wrong answers, print how many "
+        "it told apart, and exit (0: it discriminates, 1: near chance); reads no input",
+    )
     check = commands.add_parser(
         "check-config", help="validate the settings and the API keys they need, print them"
     )
@@ -189,12 +198,15 @@ def _model_flags(parser: argparse.ArgumentParser) -> None:
 
 def _judge_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--judge", choices=["rating", "jev", "model", "none"], help="the judge's kind"
+        "--judge",
+        choices=["auto", "reference", "rating", "jev", "model", "none"],
+        help="the judge's kind (default auto: reference on a local judge model, else rating)",
     )
     add_provider_flags(
         parser,
         prefix="judge-",
-        provider_help="the judging model's provider (default: the answering model is reused)",
+        provider_help="the judging model's provider (default: the answering model's; offline, "
+        "the local judge model on its own server)",
         model_help="the judge's model",
     )
     parser.add_argument("--judge-base-url", help="the judge's server")
@@ -336,6 +348,8 @@ class _Batch:
         args, config = self.args, self.config
         if self.judging and config.judge.kind == "none":
             raise ConfigError("judge needs a judge: set --judge or [judge] kind")
+        if getattr(args, "calibrate", False):
+            return await self._calibrate_only()
         # These read whole files: on a worker thread, so a big file never blocks the loop.
         skip: set[str] = set()
         if not args.restart:
@@ -356,8 +370,11 @@ class _Batch:
         )
         out = open_output(args.output, append=not args.restart)
         try:
-            async with open_models(config, local_slots=config.concurrency()) as models:
+            opened = open_models(config, local_slots=config.concurrency(), judge_only=self.judging)
+            async with opened as models:
                 self.started = True
+                if wants_calibration(models):
+                    await self._show_calibration(models)
                 limits = batch_limits(args)
                 with self.bar(total):
                     if self.judging:
@@ -376,6 +393,32 @@ class _Batch:
             if out is not sys.stdout:
                 out.close()
         return EXIT_FAILURES if self.stats.errors or self.stats.bad else EXIT_OK
+
+    async def _show_calibration(self, models: Models, *, refresh: bool = False) -> Calibration:
+        """Measure (or read from the cache) the judge's calibration; say it on stderr."""
+        from ._calibration import calibration_line, is_cached, measure
+
+        assert models.judge is not None
+        if refresh or not is_cached(models.judge, models):
+            print(
+                f"judge: {models.judge_description}; checking it on {len(CALIBRATION_PAIRS)} "
+                "known right and wrong answers (once per judge model, then cached)...",
+                file=sys.stderr,
+                flush=True,
+            )
+        calibration, cached = await measure(models.judge, models, refresh=refresh)
+        print(calibration_line(calibration, models, cached=cached), file=sys.stderr, flush=True)
+        return calibration
+
+    async def _calibrate_only(self) -> int:
+        """`judge --calibrate`: measure afresh, print, exit 1 when near chance."""
+        config = self.config
+        async with open_models(config, local_slots=config.concurrency(), judge_only=True) as models:
+            self.started = True
+            if models.judge is not None:  # its calls under the --judge-* limits, if any
+                models = replace(models, judge=batch_limits(self.args).on_judge(models.judge))
+            calibration = await self._show_calibration(models, refresh=True)
+        return EXIT_FAILURES if calibration.near_chance else EXIT_OK
 
     def _client(self, model: Any, judge: Judge | None) -> ChatClient:
         section, refine = self.config.model, self.config.refine

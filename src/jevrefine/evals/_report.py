@@ -72,8 +72,12 @@ class EvalReport:
             "grader_tokens": _total(self.results, "grader_tokens"),
             "latency_s": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
             "judge_agreement": None if self.judge == "none" else _agreement(ok),
+            # With `asserts` the loop's judge is built from the oracle's own assertions: their
+            # agreement (a kappa of 1) holds by construction and measures nothing.
+            "judge_is_oracle": self.judge == "asserts",
             "per_assertion": _per_assertion(ok),
             "escalated": sum(len(a.get("escalated") or ()) for row in ok for a in row["attempts"]),
+            **_echoes(ok),
             "setup": dict(self.setup) if self.setup is not None else None,
             "results": [dict(row) for row in self.results],
         }
@@ -105,6 +109,26 @@ class EvalReport:
             ) from None
         with Path(path).open("w", encoding="utf-8") as file:
             write_eval_html(self.to_dict(), file)
+
+
+def _echoes(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The passes made by echoing the feedback, and the rates with those counted as failed.
+
+    `echo_passes`, `final_pass_rate_answered` and `lift_answered`.
+    """
+    n = len(rows)
+    echo_passes = sum(
+        1 for row in rows if row.get("passed_final") and not row.get("passed_final_answered", True)
+    )
+    answered = sum(
+        1 for row in rows if row.get("passed_final") and row.get("passed_final_answered", True)
+    )
+    baseline = sum(1 for row in rows if row.get("passed_baseline"))
+    return {
+        "echo_passes": echo_passes,
+        "final_pass_rate_answered": answered / n if n else 0.0,
+        "lift_answered": (answered - baseline) / n if n else 0.0,
+    }
 
 
 def pass_rates(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ class _AttemptRow(_Row):
     failed_assertions: list[Annotated[int, pydantic.Field(ge=0, le=_MAX_COUNT)]]
     feedback: str | None = None
     escalated: list[str] = []
+    echo: bool = False
 
 
 class _Message(_Row):
@@ -59,6 +60,7 @@ class _EvalRow(_Row):
     assertion_types: list[str]
     passed_baseline: bool | None
     passed_final: bool | None
+    passed_final_answered: bool | None = None
     chosen: _Index | None
     outcome: str | None = None
     error: str | None

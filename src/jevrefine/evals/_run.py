@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .. import context_keys
-from ..advisors.self_refine import Attempt, RefineReport, SelfRefineAdvisor, SelfRefineFailedError
+from ..advisors.self_refine import (
+    Attempt,
+    RefineReport,
+    RetryStrategy,
+    SelfRefineAdvisor,
+    SelfRefineFailedError,
+    quotes_feedback,
+)
 from ..client import ChatClient
 from ..exceptions import UserError
 from ..judge._judge import Judge
@@ -43,6 +50,7 @@ async def evaluate(
     concurrency: int = 8,
     on_result: ResultCallback | None = None,
     check_timeout: float = DEFAULT_CHECK_TIMEOUT,
+    strategy: RetryStrategy | None = None,
 ) -> EvalReport:
     """Run every case through `client`'s refine loop; score every attempt with the assertions.
 
@@ -63,6 +71,9 @@ async def evaluate(
         check_timeout: the seconds one check of one answer may take: a `regex` or a JSON
             schema (run in a worker process that is killed past the bound), or a `python`
             function. Past it the assertion fails, saying so, and the other cases go on.
+        strategy: the `RetryStrategy` of the advisors `evaluate` adds (not for `"config"`,
+            whose advisor has its own); `RetryStrategy(feedback="none")` is the no-feedback
+            control: retries that never see the judge's defects.
 
     A case whose model call, grader or `python` assertion fails is a row with its `error` set;
     it counts in `errors` only. Nothing else is caught.
@@ -74,7 +85,8 @@ async def evaluate(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
     seconds = check_timeout_of(check_timeout)
-    mode, advisor = _loop_setup(cases, client, judge, grader, max_repeat_attempts)
+    refine = _Refine(max_repeat_attempts, strategy)
+    mode, advisor = _loop_setup(cases, client, judge, grader, refine)
     rows: list[dict[str, Any] | None] = [None] * len(cases)
     # One shared iterator, pulled by a fixed set of workers: no task or stream per case. Each
     # `next()` runs without an await in between, so no two workers get the same case.
@@ -83,7 +95,7 @@ async def evaluate(
     async def worker() -> None:
         for position, case in todo:
             memo = Memo(checks)
-            row = await _run_case(case, client, mode, advisor, grader, max_repeat_attempts, memo)
+            row = await _run_case(case, client, mode, advisor, grader, refine, memo)
             rows[position] = row
             if on_result is not None:
                 returned = on_result(row)
@@ -106,7 +118,7 @@ def _loop_setup(
     client: ChatClient,
     judge: str | Judge,
     grader: SystemOneClient | None,
-    max_repeat_attempts: int,
+    refine: _Refine,
 ) -> tuple[JudgeMode, SelfRefineAdvisor | None]:
     """Check the arguments; the mode, and the shared advisor of a `Judge` object."""
     if not isinstance(client, ChatClient):
@@ -136,16 +148,31 @@ def _loop_setup(
             "or a client without one (evaluate adds its own)"
         )
     if isinstance(judge, Judge):
-        return "judge", SelfRefineAdvisor(judge, max_repeat_attempts=max_repeat_attempts)
+        return "judge", refine.advisor(judge)
     if judge not in _JUDGES:
         raise UserError(f'judge must be "asserts", "config", "none" or a Judge, got {judge!r}')
     if judge == "asserts":
         if cases:
             # Built now only to check max_repeat_attempts before any call; each case gets its own.
-            first = asserts_judge(cases[0], grader)
-            SelfRefineAdvisor(first, max_repeat_attempts=max_repeat_attempts)
+            refine.advisor(asserts_judge(cases[0], grader))
         return "asserts", None
     return "none", None
+
+
+class _Refine:
+    """How `evaluate` builds the advisors it adds: the retries and their strategy."""
+
+    __slots__ = ("max_repeat_attempts", "strategy")
+
+    def __init__(self, max_repeat_attempts: int, strategy: RetryStrategy | None) -> None:
+        self.max_repeat_attempts = max_repeat_attempts
+        self.strategy = strategy
+
+    def advisor(self, judge: Judge) -> SelfRefineAdvisor:
+        """A `SelfRefineAdvisor` judged by `judge` (its arguments checked as it is built)."""
+        return SelfRefineAdvisor(
+            judge, max_repeat_attempts=self.max_repeat_attempts, strategy=self.strategy
+        )
 
 
 def _spec(client: ChatClient, case: Case) -> PromptSpec:
@@ -171,15 +198,13 @@ async def _run_case(
     mode: JudgeMode,
     advisor: SelfRefineAdvisor | None,
     grader: SystemOneClient | None,
-    max_repeat_attempts: int,
+    refine: _Refine,
     memo: Memo,
 ) -> dict[str, Any]:
     row = _row(case)
     spec = _spec(client, case)
     if mode == "asserts":
-        advisor = SelfRefineAdvisor(
-            asserts_judge(case, grader, memo), max_repeat_attempts=max_repeat_attempts
-        )
+        advisor = refine.advisor(asserts_judge(case, grader, memo))
     if advisor is not None:
         spec = spec.advisors(advisor)
     started = time.perf_counter()
@@ -218,6 +243,7 @@ def _row(case: Case) -> dict[str, Any]:
         "assertion_types": [a.type for a in case.assertions],
         "passed_baseline": None,
         "passed_final": None,
+        "passed_final_answered": None,
         "chosen": None,
         "outcome": None,
         "error": None,
@@ -240,6 +266,7 @@ async def _score(
     passed: dict[int, bool] = {}
     grader_tokens = 0
     attempts = []
+    previous_feedback: str | None = None
     for attempt in report.attempts:
         failed = memo.failures(case, attempt.answer)
         if failed is None:
@@ -250,6 +277,10 @@ async def _score(
         else:
             passed[attempt.index] = case_passes(case, failed)
         verdict = attempt.verdict
+        echo = previous_feedback is not None and quotes_feedback(
+            attempt.answer, previous_feedback, case.question
+        )
+        previous_feedback = verdict.feedback if verdict is not None else None
         attempts.append(
             {
                 "index": attempt.index,
@@ -262,6 +293,8 @@ async def _score(
                 else None,
                 # Criteria the loop judge's stronger client decided (Judge(escalate_to=...)).
                 "escalated": [] if verdict is None else [f.criterion for f in verdict.escalated()],
+                # The answer quotes the feedback it was given instead of answering it.
+                "echo": echo,
             }
         )
     chosen = report.chosen
@@ -270,4 +303,9 @@ async def _score(
     row["outcome"] = report.outcome
     row["passed_baseline"] = passed[1]
     row["passed_final"] = chosen is not None and passed[chosen]
+    # A pass by quoting the feedback back (which a check on the form may let through) is not
+    # an answer: counted as failed here.
+    row["passed_final_answered"] = row["passed_final"] and not (
+        chosen is not None and attempts[chosen - 1]["echo"]
+    )
     row["grader_tokens"] = grader_tokens

@@ -11,6 +11,7 @@ from opentelemetry import propagate
 
 from .._fanout import BatchResult
 from .._request import ChatClientResponse
+from ..advisors.self_refine import RefineReport
 from ..batch import RefineSummary
 from ..client import ChatClient
 from ..exceptions import JevrefineError, UserError
@@ -54,6 +55,11 @@ class RefineResponse(pydantic.BaseModel):
     """How many answers the model gave."""
     tokens: int
     """Model plus judge tokens."""
+    chosen: int | None = None
+    """Which attempt `answer` is (1 for the first); `None` without refinement."""
+    verdict: str | None = None
+    """The returned attempt's verdict in one line (`passed=false [...]`); `None` when unjudged.
+    With `passed` false it says why even the best attempt fell short."""
 
 
 @contextlib.contextmanager
@@ -85,12 +91,16 @@ async def refine_one(
 def response_body(response: ChatClientResponse) -> RefineResponse:
     """The `RefineResponse` of a refined response (its answer and its report's numbers)."""
     summary = RefineSummary.of(BatchResult(0, response))
+    report = RefineReport.of(response)
+    verdict = summary.verdict
     return RefineResponse(
         answer=response.content,
         passed=summary.passed,
         outcome=summary.outcome,
         attempts=summary.attempts,
         tokens=summary.tokens,
+        chosen=report.chosen if report is not None else None,
+        verdict=verdict.summary() if verdict is not None else None,
     )
 
 

@@ -224,6 +224,10 @@ button { font: inherit; padding: .4rem 1rem; }
 #answer { white-space: pre-wrap; border: 1px solid #4a4; padding: .6rem .8rem; }
 #answer::before { content: "answer"; display: block; font-size: .8rem; color: #666; }
 #answer:empty { display: none; }
+#answer.failed { border-color: #d88; }
+#answer.failed::before { content: "best attempt (it did not pass the judge)"; color: #a33; }
+#note { font-size: .9rem; color: #a33; margin: .8rem 0 .3rem; }
+#note:empty { display: none; }
 #status { font-size: .85rem; color: #666; }
 """
 
@@ -232,6 +236,7 @@ _PAGE_SCRIPT: Final = """
 const form = document.getElementById("ask");
 const attempts = document.getElementById("attempts");
 const answer = document.getElementById("answer");
+const note = document.getElementById("note");
 const status = document.getElementById("status");
 let source = null;
 
@@ -256,6 +261,8 @@ function start(prompt) {
   if (source !== null) source.close();
   attempts.replaceChildren();
   answer.textContent = "";
+  answer.className = "";
+  note.textContent = "";
   status.textContent = "generating…";
   source = new EventSource(form.dataset.stream + "?prompt=" + encodeURIComponent(prompt));
   source.addEventListener("delta", (e) => {
@@ -281,6 +288,12 @@ function start(prompt) {
   source.addEventListener("done", (e) => {
     const d = JSON.parse(e.data);
     answer.textContent = d.answer;
+    // A failed answer is never shown as a passed one: say that none passed, and its verdict.
+    if (d.passed === false) {
+      answer.className = "failed";
+      note.textContent = "no attempt passed; best attempt shown" +
+        (d.chosen ? " (attempt " + d.chosen + (d.verdict ? ": " + d.verdict : "") + ")" : "");
+    }
     status.textContent = "done: " + (d.outcome || "answered") + ", " + d.attempts +
       " attempt(s), " + d.tokens + " tokens";
     source.close();
@@ -325,7 +338,8 @@ def stream_page(stream_path: str) -> str:
 
     One HTML document: no build step, nothing loaded from elsewhere (its policy forbids it).
     Text appears as it is generated, a rejected attempt is struck through, the returned answer
-    is shown at the end. `?prompt=...` in its URL starts at once.
+    is shown at the end: as "the answer" when it passed, else under "no attempt passed; best
+    attempt shown" with its verdict. `?prompt=...` in its URL starts at once.
     """
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -336,6 +350,6 @@ def stream_page(stream_path: str) -> str:
         f'<form id="ask" data-stream="{html.escape(stream_path, quote=True)}">'
         '<input name="prompt" placeholder="Ask something" autocomplete="off">'
         "<button>Ask</button></form>"
-        '<div id="attempts"></div><div id="answer"></div><p id="status"></p>'
+        '<div id="attempts"></div><p id="note"></p><div id="answer"></div><p id="status"></p>'
         f"<script>{_PAGE_SCRIPT}</script></body></html>\n"
     )

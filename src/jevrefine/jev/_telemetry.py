@@ -109,7 +109,7 @@ class JudgeCallRecorder(CallRecorder):
         if span.is_recording():
             attributes: dict[str, Any] = {
                 GEN_AI_RESPONSE_MODEL: response.model,
-                **usage_attributes(usage),
+                **usage_attributes(usage, legacy=self._telemetry.legacy_attributes),
             }
             if response.request_id is not None:
                 attributes[GEN_AI_RESPONSE_ID] = response.request_id

@@ -14,7 +14,9 @@ verdict = await judge.evaluate(JudgeInput("user: Weather in Paris?", "It is 15 Â
 A `Judge` turns criteria (`noul`, `score`, `choice` questions with thresholds, and `check` code
 checks) into a `Verdict` on one answer, asking any `jevrefine.jev.SystemOneClient`: the Jev
 service (`JudgeClient`) or a chat model (`ModelJudgeClient`). `rating_judge` is seed 003's
-helpfulness judge; `pairwise` and `consistency` compare answers and judges.
+helpfulness judge, `reference_judge` a correctness judge a small local model can run (it
+answers first, then compares); `calibrate` measures a judge on known right and wrong answers;
+`pairwise` and `consistency` compare answers and judges.
 
 Patterns on top (after the seed library's): `Judge(..., escalate_to=stronger_client)` re-asks
 the criteria the first client was unsure about; `ConfidenceGate` decides to execute, confirm or
@@ -35,6 +37,11 @@ from ._input import JudgeInput as JudgeInput
 from ._judge import Judge as Judge
 from ._judge import JudgePlan as JudgePlan
 from ._judge import rating_judge as rating_judge
+from ._judge import reference_judge as reference_judge
+from .calibration import CALIBRATION_PAIRS as CALIBRATION_PAIRS
+from .calibration import Calibration as Calibration
+from .calibration import KnownPair as KnownPair
+from .calibration import calibrate as calibrate
 from .composite_score import CompositeScore as CompositeScore
 from .confidence_gate import ConfidenceGate as ConfidenceGate
 from .confidence_gate import GateDecision as GateDecision
@@ -63,7 +70,9 @@ from .verdict import Outcome as Outcome
 from .verdict import Verdict as Verdict
 
 __all__ = [
+    "CALIBRATION_PAIRS",
     "DEFAULT_ESCALATE_BELOW",
+    "Calibration",
     "CheckCriterion",
     "CompositeScore",
     "ConfidenceGate",
@@ -77,6 +86,7 @@ __all__ = [
     "JudgeExample",
     "JudgeInput",
     "JudgePlan",
+    "KnownPair",
     "ModelJudgeClient",
     "Outcome",
     "PairwiseResult",
@@ -86,12 +96,14 @@ __all__ = [
     "ToolMatch",
     "ToolSelection",
     "Verdict",
+    "calibrate",
     "check",
     "choice",
     "consistency",
     "noul",
     "pairwise",
     "rating_judge",
+    "reference_judge",
     "score",
     "select_tools",
 ]

@@ -11,22 +11,24 @@ verdict = await judge.evaluate(JudgeInput("user: Weather in Paris?", "It is 15 Â
 ```
 
 Code checks run first, locally; then every question criterion goes out in **one** `system_one`
-call (the service answers them in parallel). `rating_judge` is the seed-003 helpfulness judge as a
-preset.
+call (the service answers them in parallel). A judge of code checks alone takes no client
+(`Judge(criteria=[check(...)])`) and makes no call. `rating_judge` is the seed-003 helpfulness
+judge as a preset.
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from .. import _validate
 from ..jev.errors import JudgeUsageError
 from ..jev.protocol import SystemOneClient
-from ..jev.questions import Score
+from ..jev.questions import Noul, Score
 from ..jev.responses import check_answers
 from ._escalation import DEFAULT_ESCALATE_BELOW, escalate, needs_escalation
 from ._explain import FailureExplainer, explain_failed
@@ -37,6 +39,7 @@ from .criteria import (
     Predicate,
     QuestionCriterion,
     check_criteria,
+    noul,
     score,
     unmet_dependency,
 )
@@ -49,10 +52,12 @@ if TYPE_CHECKING:
 __all__ = [
     "RATING_LEVELS",
     "RATING_QUESTION",
+    "REFERENCE_QUESTION",
     "Judge",
     "JudgeInput",
     "JudgePlan",
     "rating_judge",
+    "reference_judge",
 ]
 
 _SKIPPED_AFTER_CHECK: Final = "skipped, a code check already failed"
@@ -79,7 +84,9 @@ class Judge:
     """Evaluates an answer against criteria: code checks locally, questions in one call.
 
     Args:
-        client: Whatever answers the questions: `JudgeClient` (Jev) or `ModelJudgeClient`.
+        client: Whatever answers the questions: `JudgeClient` (Jev) or `ModelJudgeClient`;
+            `None` for a judge of code checks alone (`Judge(criteria=[check(...)])`), which
+            makes no judging call and so needs no client and no API key.
         criteria: Built with `noul`, `score`, `choice` and `check`; names unique, dependencies
             (`when_passed`, `when_chosen`) pointing backwards. Code checks alone are allowed:
             such a judge never calls `client`.
@@ -88,9 +95,11 @@ class Judge:
         min_confidence: A choice or score whose supporting share (the probability on the
             verdict's side) is below this is INCONCLUSIVE. Nouls are not affected.
         fail_on_inconclusive: Count INCONCLUSIVE findings as failures.
-        fail_on_error: Count ERROR findings (a criterion nobody could judge) as failures; on by
-            default, so an unjudged criterion never reads as a pass. Pass `False` only when
-            a verdict may pass on the criteria that were judged.
+        fail_on_error: Deprecated, no effect (a `DeprecationWarning` when given): no judge
+            produces an ERROR finding, because a judging response that leaves a question
+            unanswered, or answers it with something not allowed, raises `JudgeResponseError`
+            instead (below). An ERROR finding, should a later version produce one, always
+            counts as failed.
         feedback_renderer: Turns a failed verdict into the model's feedback (default: one
             `- <detail>` line per failure, then the inconclusive ones).
         model: The judge model to ask (default: the client's).
@@ -116,23 +125,27 @@ class Judge:
 
     def __init__(
         self,
-        client: SystemOneClient,
-        criteria: Sequence[Criterion],
+        client: SystemOneClient | None = None,
+        criteria: Sequence[Criterion] | None = None,
         *,
         fail_fast: bool = False,
         min_confidence: float | None = None,
         fail_on_inconclusive: bool = False,
-        fail_on_error: bool = True,
+        fail_on_error: bool | None = None,
         feedback_renderer: FeedbackRenderer | None = None,
         model: str | None = None,
         escalate_to: SystemOneClient | None = None,
         escalate_below: float = DEFAULT_ESCALATE_BELOW,
         escalate_model: str | None = None,
     ) -> None:
-        if not callable(getattr(client, "system_one", None)):
+        if client is not None and not callable(getattr(client, "system_one", None)):
             raise JudgeUsageError(
                 f"Judge needs a SystemOneClient (JudgeClient or ModelJudgeClient), got "
                 f"{type(client).__name__}"
+            )
+        if criteria is None:
+            raise JudgeUsageError(
+                "Judge needs criteria: pass criteria=[noul(...), check(...), ...]"
             )
         if isinstance(criteria, str | bytes) or not isinstance(criteria, Sequence):
             raise JudgeUsageError("criteria must be a list of noul(), score(), choice(), check()")
@@ -142,11 +155,18 @@ class Judge:
                 "a function of the Verdict returning the feedback text, or None"
             )
         self.client = client
-        """What answers the questions."""
+        """What answers the questions (`None`: code checks only, no judging call)."""
         # Checks alone are allowed (evals turns a case's assertions into such a judge); the
         # CLI config keeps asking for a question, as a Jev judge without one is a mistake there.
         self.criteria = check_criteria(criteria, require_question=False)
         """The criteria, in declaration order."""
+        asking = [c.name for c in self.criteria if isinstance(c, QuestionCriterion)]
+        if client is None and asking:
+            raise JudgeUsageError(
+                f"criteria {asking} ask a question and no client answers it: pass "
+                "JudgeClient() (Jev) or ModelJudgeClient(chat_model) first; a judge of code "
+                "checks alone needs none"
+            )
         self.fail_fast = _validate.boolean("fail_fast", fail_fast, error=JudgeUsageError)
         """Skip the judging call once a code check failed."""
         self.min_confidence = _validate.number(
@@ -163,10 +183,14 @@ class Judge:
             "fail_on_inconclusive", fail_on_inconclusive, error=JudgeUsageError
         )
         """Whether INCONCLUSIVE counts as failed."""
-        self.fail_on_error = _validate.boolean(
-            "fail_on_error", fail_on_error, error=JudgeUsageError
-        )
-        """Whether ERROR counts as failed (the default)."""
+        if fail_on_error is not None:
+            _validate.boolean("fail_on_error", fail_on_error, error=JudgeUsageError)
+            warnings.warn(
+                "Judge(fail_on_error=...) has no effect and will be removed: no judge produces "
+                "an ERROR finding (an answer the judge could not give raises JudgeResponseError)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.feedback_renderer: FeedbackRenderer = feedback_renderer or render_feedback
         """Renders a failed verdict's feedback."""
         self.model = _validate.text(
@@ -247,6 +271,7 @@ class Judge:
         """Make the one judging call for `plan` (none when nothing is to be sent); the verdict."""
         response = None
         if plan.send:
+            assert self.client is not None  # a judge without one holds no questions
             questions = {c.name: c.question for c in plan.send}
             response = await self.client.system_one(plan.input.state(), questions, model=self.model)
             # Whatever the client: an answer that does not fit the questions is no verdict.
@@ -311,7 +336,8 @@ class Judge:
         return (
             outcome is Outcome.FAILED
             or (outcome is Outcome.INCONCLUSIVE and self.fail_on_inconclusive)
-            or (outcome is Outcome.ERROR and self.fail_on_error)
+            # An unjudged criterion never reads as a pass.
+            or outcome is Outcome.ERROR
         )
 
     def __repr__(self) -> str:
@@ -355,7 +381,11 @@ def rating_judge(
     A `Judge` with one 4-level `Score` named `helpfulness` (level index = rating - 1), answered by
     `ModelJudgeClient(chat_model, score_starts_at=1)`: the judge model sees the levels as
     "1 - Unhelpful" ... "4 - Excellent" and answers 1-4, as in the seed, so rating 4 is
-    Excellent. It passes when the rating reaches `success_rating`.
+    Excellent. It passes exactly when the rating reaches `success_rating` (seed 003:
+    `rating >= successRating`): the rating is the most likely one, so the log probabilities
+    decide between two ratings, never a pass below the bar or a failure at it. A failure's
+    detail and feedback speak in the 1-4 numbers ("reached '2 - Weak: ...' (rating 2.31),
+    needed '3 - Helpful: ...' (minimum 3.00; ...)").
 
     With `explain_failures=True` a failed rating also gets the judge model's written feedback
     (one sentence of what to change, seed 003's `feedback` field), which reaches the retry
@@ -374,4 +404,62 @@ def rating_judge(
     )
     rubric = Score(RATING_QUESTION, levels=list(RATING_LEVELS))
     client = ModelJudgeClient(chat_model, score_starts_at=1, explain_failures=explain_failures)
-    return Judge(client, [score("helpfulness", rubric, minimum=success_rating - 1)])
+    # Seed 003 passes when `rating >= successRating`: the rating given decides, not the mass.
+    criterion = score("helpfulness", rubric, minimum=success_rating - 1, decide_by="level")
+    return Judge(client, [criterion])
+
+
+REFERENCE_QUESTION: Final = Noul(
+    "Does assistant_answer give the answer that expected_output gives to user_question? Other "
+    "wording and more or less detail are fine. It does not when it states a different fact, "
+    "number or cause, or when it gives no answer at all (it only repeats the question or says "
+    "something vague).",
+    when_true="It gives the correct answer",
+    when_false="The answer does not give a correct answer to the question: a wrong fact, "
+    "number or cause, or no real answer",
+)
+"""The question of `reference_judge`. Its `when_false` is the feedback a failed answer gets: it
+says what is wrong (the answer disagrees with a correct one), never what the right answer is."""
+
+REFERENCE_MINIMUM: Final = 0.47
+"""The least P(yes) `reference_judge` passes. Qwen2.5-Coder-1.5B under the grammar constraint
+says "yes" with little conviction (right answers got 0.44-0.63, wrong or empty ones 0.14-0.46
+on 28 known pairs, docs/guide/judge.md): the bar sits between the two, below 0.5. A higher one
+fails right answers, and a retry of a right answer can only make it worse."""
+
+REFERENCE_GRAMMAR_SYSTEM: Final = "You judge answers. Reply yes or no."
+"""`reference_judge`'s system message under the grammar constraint, where the answer is the
+first token: it separated right from wrong answers more widely than the default evaluator
+prompt did (docs/guide/judge.md)."""
+
+
+def reference_judge(
+    chat_model: ChatModel,
+    *,
+    minimum: float = REFERENCE_MINIMUM,
+    constraint: Literal["json_schema", "grammar"] = "json_schema",
+) -> Judge:
+    """A correctness judge a small local model can run: it answers first, then compares.
+
+    A `Judge` with one noul, `agrees_with_reference` (`REFERENCE_QUESTION`), answered by
+    `ModelJudgeClient(chat_model, reference_answers=True)`: the judge model writes its own answer
+    to the question (once per prompt, shared by its retries), then says whether the answer
+    judged agrees with it. This is the offline default judge of `jevrefine run` / `judge`, on
+    the strongest local model; on the built-in calibration pairs it tells right from wrong
+    where asking "is this correct?" does not (docs/guide/judge.md). Use a model other than
+    the one being judged. `constraint="grammar"` is for llama.cpp servers.
+
+    ```python
+    advisor = SelfRefineAdvisor(reference_judge(judge_model), max_repeat_attempts=2)
+    ```
+    """
+    from .model_judge import DEFAULT_SYSTEM_PROMPT, ModelJudgeClient
+
+    least = _validate.number(
+        "minimum", minimum, minimum=0, maximum=1, example=0.5, error=JudgeUsageError
+    )
+    system = REFERENCE_GRAMMAR_SYSTEM if constraint == "grammar" else DEFAULT_SYSTEM_PROMPT
+    client = ModelJudgeClient(
+        chat_model, constraint=constraint, system_prompt=system, reference_answers=True
+    )
+    return Judge(client, [noul("agrees_with_reference", REFERENCE_QUESTION, minimum=least)])

@@ -14,15 +14,19 @@ criteria = [
 
 A question criterion passes on the judge's probabilities: a noul when P(yes) >= `minimum`; a score
 when at least half of the mass sits on levels >= ceil(`minimum`) (on the score itself when the
-answer carries no probabilities); a choice when at least half of the mass sits on accepted labels.
+answer carries no probabilities), or with `decide_by="level"` when the most likely level reaches
+it (a rating, seed 003's rule); a choice when at least half of the mass sits on accepted labels.
+A score on a scale whose levels name their own numbers ("1 - Unhelpful", ...) is explained in
+those numbers.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .. import _validate
 from ..jev.errors import JudgeUsageError
@@ -48,12 +52,22 @@ Predicate: TypeAlias = Callable[["JudgeInput"], bool | Awaitable[bool]]
 """A function of the `JudgeInput`, sync or async, returning a `bool`."""
 
 
-def _level(index: int, text: str) -> str:
-    # A level that names its own number ("3 - Helpful: ...", rating_judge's 1-4 scale) is shown
-    # by that name alone: "level 2 '3 - Helpful'" would give the retry two numbers for one level.
-    if text[:1].isdigit():
-        return repr(text)
-    return f"level {index} {text!r}"
+def _numbered_from(levels: Sequence[str]) -> int | None:
+    """The first level's number when each level opens with its own, in order, else `None`.
+
+    E.g. "1 - Unhelpful", "2 - Weak", ...: 1.
+    """
+    if not levels:
+        return None
+    lead = re.match(r"\d+", levels[0])
+    if lead is None:
+        return None
+    first = int(lead.group())
+    for index, text in enumerate(levels):
+        number = re.match(r"(\d+)(?!\d)", text)
+        if number is None or int(number.group(1)) != first + index:
+            return None
+    return first
 
 
 def _text(content: Content) -> str:
@@ -85,6 +99,9 @@ class QuestionCriterion:
     """An earlier criterion that must have PASSED for this one to count."""
     when_chosen: tuple[str, tuple[str, ...]] | None = None
     """An earlier choice criterion and the labels it must have chosen for this one to count."""
+    decide_by: str = "mass"
+    """A score's rule: `"mass"` (half the probability at or above the least passing level) or
+    `"level"` (the most likely level reaches it: the judge's rating, as seed 003 compares it)."""
 
     def decide(self, answer: Answer, min_confidence: float | None) -> Finding:
         """The finding for the judge's `answer` (of the right type: checked by the caller)."""
@@ -108,25 +125,53 @@ class QuestionCriterion:
 
     def _score(self, answer: ScoreAnswer, min_confidence: float | None) -> Finding:
         assert isinstance(self.question, Score)
-        assert self.minimum is not None
-        needed = math.ceil(self.minimum)
-        levels = self.question.levels
         share = self._score_share(answer)
-        if share is not None:
-            passed = share >= 0.5
-            support: float | None = share if passed else 1.0 - share
-        else:
-            passed = answer.score >= self.minimum
-            support = None
-        reached = answer.level
-        legend = answer.legend.get(reached, levels[reached] if 0 <= reached < len(levels) else "")
-        needed_text = _text(levels[min(needed, len(levels) - 1)])
-        mass = "" if share is None else f"; {share:.2f} of the probability at or above it"
-        explanation = (
-            f"reached {_level(reached, _text(legend))} (score {answer.score:.2f}), needed "
-            f"{_level(needed, needed_text)} (minimum {self.minimum:.2f}{mass})"
-        )
+        passed = self._score_passes(answer, share)
+        support = None if share is None else (share if passed else 1.0 - share)
+        explanation = self._score_explanation(answer, share)
         return self._outcome(answer, passed, support, min_confidence, explanation, answer.score)
+
+    def _score_passes(self, answer: ScoreAnswer, share: float | None) -> bool:
+        assert self.minimum is not None
+        if self.decide_by == "level":
+            # The rating the judge gives: the most likely level (probabilities pick it).
+            return answer.level >= math.ceil(self.minimum)
+        if share is not None:
+            return share >= 0.5
+        return answer.score >= self.minimum
+
+    def _score_explanation(self, answer: ScoreAnswer, share: float | None) -> str:
+        """Why a score fell short, in the scale's own numbers; never "reached X, needed X"."""
+        assert isinstance(self.question, Score)
+        assert self.minimum is not None
+        levels = [_text(level) for level in self.question.levels]
+        first = _numbered_from(levels)
+        offset = 0 if first is None else first
+        needed = math.ceil(self.minimum)
+        reached = answer.level
+
+        def name(level: int, *, answered: bool = False) -> str:
+            # The level reached is named as the judge's answer labels it; the one needed as
+            # the question does.
+            legend = answer.legend.get(level) if answered else None
+            if legend is not None:
+                text = _text(legend)
+            else:
+                text = levels[min(max(level, 0), len(levels) - 1)] if levels else ""
+            return repr(text) if first is not None else f"level {level} {text!r}"
+
+        what = "rating" if first is not None else "score"
+        head = f"reached {name(reached, answered=True)} ({what} {answer.score + offset:.2f})"
+        least = f"minimum {self.minimum + offset:.2f}"
+        if reached < needed or self.decide_by == "level":
+            mass = "" if share is None else f"; {share:.2f} of the probability at or above it"
+            return f"{head}, needed {name(needed)} ({least}{mass})"
+        if share is not None:
+            return (
+                f"{head}, but only {share:.2f} of the probability is at or above "
+                f"{name(needed)} and half is needed ({least})"
+            )
+        return f"{head}, below the {least}"
 
     def _choice(self, answer: ChoiceAnswer, min_confidence: float | None) -> Finding:
         share = self._choice_share(answer)
@@ -164,11 +209,12 @@ class QuestionCriterion:
             return max(answer.noul, 1.0 - answer.noul)
         if isinstance(answer, ScoreAnswer):
             share = self._score_share(answer)
-        else:
-            assert isinstance(answer, ChoiceAnswer)
-            share = self._choice_share(answer)
-        if share is None:
-            return None
+            if share is None:
+                return None
+            # The share on the side of the verdict, whichever rule decided it.
+            return share if self._score_passes(answer, share) else 1.0 - share
+        assert isinstance(answer, ChoiceAnswer)
+        share = self._choice_share(answer)
         return share if share >= 0.5 else 1.0 - share
 
     def _outcome(
@@ -288,6 +334,7 @@ def score(
     applies_when: Predicate | None = None,
     when_passed: str | None = None,
     when_chosen: tuple[str, Sequence[str]] | None = None,
+    decide_by: Literal["mass", "level"] = "mass",
 ) -> QuestionCriterion:
     """A rubric criterion: passes when at least half of the mass is on levels >= ceil(`minimum`).
 
@@ -298,12 +345,17 @@ def score(
         applies_when: Only ask when this predicate of the input is true.
         when_passed: Only count when this earlier criterion passed.
         when_chosen: Only count when this earlier choice criterion chose one of these labels.
+        decide_by: `"mass"` (the default, above), or `"level"`: passes when the most likely
+            level, the rating the judge gives, is >= ceil(`minimum`) (seed 003's
+            `rating >= successRating`; `rating_judge` uses it). Either way the finding's text
+            agrees with its outcome.
     """
     name = _checked_name("score", name, question, Score)
     # The upper bound is the highest level: a minimum above it could never pass.
     least = _minimum(f"score({name!r})", minimum, question.max_level, 1.0)
+    decide_by = _validate.choice("decide_by", decide_by, ("mass", "level"), error=JudgeUsageError)
     conditions = _conditions(applies_when, when_passed, when_chosen)
-    return QuestionCriterion(name, question, least, (), *conditions)
+    return QuestionCriterion(name, question, least, (), *conditions, decide_by=decide_by)
 
 
 def choice(

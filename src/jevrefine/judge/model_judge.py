@@ -21,7 +21,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
 
@@ -50,6 +50,13 @@ from ..models.base import ChatModel
 from ..models.instrumented import instrument_model
 from ..telemetry import InstrumentationSettings, Telemetry
 from ._explain import JudgeExample, explain_prompt, explanation_of, render_examples
+from ._reference import (
+    ReferenceCache,
+    needs_reference,
+    reference_prompt,
+    with_reference,
+    without_system,
+)
 
 if TYPE_CHECKING:
     from opentelemetry._logs import LoggerProvider
@@ -279,6 +286,13 @@ class ModelJudgeClient:
         score_starts_at: The number the model is shown, and answers, for a score's lowest
             level: 0 (Jev's level index) or 1 (a rating scale such as seed 003's 1-4). The
             answer maps back to the level index either way (rating 4 of 4 is level 3).
+        reference_answers: Reference-guided judging: when the state holds a `user_question`
+            and no `expected_output`, the model first answers the question itself (one request
+            per distinct question, kept for the retries of the same prompt), and the questions
+            are asked of the state with that answer as `expected_output`; both read the
+            conversation without its system message (the comparison is about content, not
+            format). Its tokens count in the response's usage. A small model judges
+            correctness far better this way (`reference_judge`; docs/guide/judge.md).
         instrumentation: The telemetry settings above as one `InstrumentationSettings`
             (shareable with the `ChatClient`); not together with them.
 
@@ -304,6 +318,7 @@ class ModelJudgeClient:
         examples: Mapping[str, Sequence[JudgeExample]] | None = None,
         explain_failures: bool = False,
         score_starts_at: Literal[0, 1] = 0,
+        reference_answers: bool = False,
         instrumentation: InstrumentationSettings | None = None,
     ) -> None:
         if not isinstance(chat_model, ChatModel):
@@ -344,6 +359,12 @@ class ModelJudgeClient:
             example=1,
             error=JudgeUsageError,
         )
+        self.reference_answers = _validate.boolean(
+            "reference_answers", reference_answers, error=JudgeUsageError
+        )
+        """Whether the model writes a reference answer first (reference-guided judging)."""
+        self._references = ReferenceCache()
+        self._writing: dict[str, anyio.Lock] = {}
         self._telemetry = Telemetry(
             instrumentation,
             tracer_provider=tracer_provider,
@@ -397,6 +418,13 @@ class ModelJudgeClient:
         """
         wire = check_system_one_args(state, questions)
         specs = {qid: _spec_of(q, self._score_starts_at) for qid, q in wire.items()}
+        usage = Usage()
+        question = needs_reference(state) if self.reference_answers else None
+        if question is not None:
+            question = without_system(question)
+            reference, usage = await self._reference(question)
+            asked = {**cast("Mapping[str, Any]", state), "user_question": question}
+            state = with_reference(asked, reference)
         for qid, spec in specs.items():
             if self._examples.get(qid):
                 shots = render_examples(qid, self._examples[qid], spec.allowed)
@@ -424,7 +452,6 @@ class ModelJudgeClient:
             raise errors[0]
         if scope.cancelled_caught:
             raise JudgeTimeoutError(f"the model did not answer every question within {timeout:g} s")
-        usage = Usage()
         answered_by: str | None = None
         for _, used, name in results.values():
             usage = usage + used
@@ -449,6 +476,26 @@ class ModelJudgeClient:
         prompt = explain_prompt(_render(state), wire, detail, self._temperature)
         response = await self._model.call(prompt)
         return explanation_of(response)
+
+    async def _reference(self, question: str) -> tuple[str, Usage]:
+        """The model's own answer to `question`, and what writing it cost (0 when kept).
+
+        One request per question even when several judgements of it run at once (the pairs of
+        a calibration, the items of a batch that share a prompt): the others wait for it.
+        """
+        lock = self._writing.setdefault(question, anyio.Lock())
+        try:
+            async with lock:
+                kept = self._references.get(question)
+                if kept is not None:
+                    return kept, Usage()
+                response = await self._model.call(reference_prompt(question, self._temperature))
+                answer = response.text.strip()
+                self._references.put(question, answer)
+                return answer, response.metadata.usage
+        finally:
+            if not lock.statistics().tasks_waiting and self._writing.get(question) is lock:
+                del self._writing[question]  # the last one out: nothing kept per question
 
     def _prompt(self, spec: _Spec, state_text: str, model: str | None) -> Prompt:
         user = f"State:\n{state_text}\n\n{spec.prompt_text}"

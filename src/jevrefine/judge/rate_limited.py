@@ -117,8 +117,11 @@ def _reported(response: SystemOneResponse) -> object:
 def limited_judge(judge: Judge, limiter: RateLimiter) -> Judge:
     """A copy of `judge` whose judging calls go through `limiter` (`judge` is left as it is).
 
-    Its escalation client, if any, is not limited (as before a batch had limits).
+    Its escalation client, if any, is not limited (as before a batch had limits). A judge of code
+    checks alone (no client) makes no call, and is returned as it is.
     """
+    if judge.client is None:
+        return judge
     limited = copy.copy(judge)
     limited.client = RateLimitedJudgeClient(judge.client, limiter)
     return limited

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
@@ -60,6 +61,18 @@ class UnreadableValueError(Exception):
         super().__init__(f"{where} is {shown} ({type(value).__name__}), expected {expected}")
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (itself when it has none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 class Reader:
     """Checks the values an adapter keeps, and blanks the API key out of every string."""
 
@@ -76,8 +89,15 @@ class Reader:
         return value
 
     def text(self, value: object, where: str) -> str:
-        """A string the server sent (`None` reads as `""`), scrubbed."""
+        """A string the server sent (`None` reads as `""`), scrubbed, always valid Unicode.
+
+        A lone surrogate (a JSON escape for U+D800 to U+DFFF with no pair) is replaced by U+FFFD
+        here, once: no string jevrefine keeps can then fail to encode downstream (memory,
+        retrieval, the judge, the next request).
+        """
         if type(value) is str:  # the common case first: one check, no call
+            if not value.isascii():
+                value = _encodable(value)
             secret = self._secret
             if secret is not None and secret in value:
                 return value.replace(secret, REDACTED)
@@ -86,7 +106,7 @@ class Reader:
             return ""
         if not isinstance(value, str):
             raise UnreadableValueError(where, value, "a string")
-        return self.scrub(str(value))  # a str subclass: kept as a plain str
+        return self.scrub(_encodable(str(value)))  # a str subclass: kept as a plain str
 
     def optional_text(self, value: object, where: str) -> str | None:
         """A string the server sent, or `None` when it sent none (or an empty one), scrubbed."""

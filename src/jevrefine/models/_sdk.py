@@ -102,7 +102,7 @@ async def close_stream(stream: Any) -> None:
     (each inner one is dropped, and closed, only once the one around it has finished).
     """
     try:
-        # The SDKs' attribute for it (both name it so; pinned in tests/test_fast_paths.py).
+        # The SDKs' attribute for it (both name it so; pinned in tests/perf/test_fast_paths.py).
         iterator = getattr(stream, "_iterator", None)
         if inspect.isasyncgen(iterator):
             await iterator.aclose()

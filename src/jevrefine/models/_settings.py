@@ -33,7 +33,7 @@ class AdapterSettings:
     options: ChatOptions
     """Default options for every call (empty when none were given)."""
     max_retries: int
-    """The SDK's transport retries."""
+    """Transport retries (the wire's policy; the SDK client itself retries nothing)."""
     deadlines: Deadlines
     """The per-read, per-call and per-stream time limits."""
     max_response_bytes: int | None

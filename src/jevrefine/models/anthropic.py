@@ -149,8 +149,9 @@ class AnthropicChatModel(ChatModel):
             all, a placeholder is sent (local servers need none).
         options: default `ChatOptions`; a prompt's options override them field by field.
         max_tokens: the `max_tokens` sent when the options set none (the API requires one).
-        max_retries: retries of the SDK for connection errors, 408, 409, 429 and 5xx (529 too);
-            a `client=` keeps its own.
+        max_retries: transport retries for connection errors, timeouts, 408, 409, 429 and 5xx
+            (529 too), by the wire's one policy (the SDK client retries nothing itself; a
+            `client=` is retried its own `max_retries` times).
         timeout: seconds the SDK waits for each network operation (connect, write, each read);
             the SDK's default (600 s) when `None`. In a stream it is also the longest gap
             between two events. A read timeout is retried like a connection error: a request

@@ -121,8 +121,9 @@ class OpenAIChatModel(ChatModel):
             `base_url` is sent a placeholder (local servers need none); OpenAI's own raises.
         options: default options for every call; each prompt's options win field by field, and
             `options.model` replaces `model`.
-        max_retries: transport retries of the `openai` SDK (connection errors, timeouts, 408,
-            409, 429, 5xx), with its exponential backoff. `0` turns them off.
+        max_retries: transport retries (connection errors, timeouts, 408, 409, 429, 5xx, a
+            server's `x-should-retry`), by the wire's one policy with the SDK's backoff and
+            `Retry-After`; the SDK client itself retries nothing. `0` turns them off.
         timeout: seconds the SDK waits for each network operation (connect, write, each read);
             the SDK's default (600 s) when `None`. In a stream it is also the longest gap
             between two chunks. A read timeout is retried like a connection error: a request

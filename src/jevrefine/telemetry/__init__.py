@@ -131,6 +131,9 @@ from ._names import (
     GEN_AI_USAGE_OUTPUT_TOKENS as GEN_AI_USAGE_OUTPUT_TOKENS,
 )
 from ._names import (
+    GEN_AI_USAGE_TOTAL_TOKENS as GEN_AI_USAGE_TOTAL_TOKENS,
+)
+from ._names import (
     GEN_AI_WORKFLOW_NAME as GEN_AI_WORKFLOW_NAME,
 )
 from ._names import (

@@ -39,6 +39,7 @@ from ._names import (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_TOTAL_TOKENS,
     HTTP_RESPONSE_STATUS_CODE,
     INFERENCE_DETAILS_EVENT,
     SERVER_ADDRESS,
@@ -109,12 +110,17 @@ def mark_failed(span: trace.Span, exc: BaseException, *, describe: bool = True) 
     return error_type
 
 
-def usage_attributes(usage: Usage) -> dict[str, int]:
-    """The span attributes of a call's token counts (cache counts only when the provider sent)."""
+def usage_attributes(usage: Usage, *, legacy: bool = False) -> dict[str, int]:
+    """The span attributes of a call's token counts (cache counts only when the provider sent).
+
+    `legacy` adds seed 004's `gen_ai.usage.total_tokens` (input + output).
+    """
     attributes = {
         GEN_AI_USAGE_INPUT_TOKENS: usage.input_tokens,
         GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
     }
+    if legacy:
+        attributes[GEN_AI_USAGE_TOTAL_TOKENS] = usage.total_tokens
     if usage.cache_read_input_tokens:
         attributes[GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_input_tokens
     if usage.cache_creation_input_tokens:
@@ -351,7 +357,7 @@ class ModelCallRecorder(CallRecorder):
         first_chunk = self._first_chunk
         if span.is_recording():
             legacy = telemetry.legacy_attributes
-            attributes: dict[str, Any] = usage_attributes(meta.usage)
+            attributes: dict[str, Any] = usage_attributes(meta.usage, legacy=legacy)
             if meta.id:
                 attributes[GEN_AI_RESPONSE_ID] = meta.id
             if meta.model:
@@ -393,7 +399,7 @@ class ModelCallRecorder(CallRecorder):
             attributes[GEN_AI_RESPONSE_ID] = meta.id
         if meta.model:
             attributes[GEN_AI_RESPONSE_MODEL] = meta.model
-        attributes.update(usage_attributes(meta.usage))
+        attributes.update(usage_attributes(meta.usage, legacy=self._telemetry.legacy_attributes))
         emit_log_event(
             self._telemetry.events,
             self.span,

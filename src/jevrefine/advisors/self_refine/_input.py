@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ..messages import (
+from ...messages import (
     AssistantMessage,
     Message,
     Prompt,
@@ -21,7 +21,7 @@ from ..messages import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ..tools import ToolCallRecord
+    from ...tools import ToolCallRecord
 
 __all__ = ["retry_prompt", "tool_calls_from_prompt", "tool_calls_from_records", "user_question"]
 

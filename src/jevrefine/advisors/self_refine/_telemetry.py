@@ -7,8 +7,8 @@ under it), and one `gen_ai.evaluation.result` event per criterion on the attempt
 When nothing listens (`Telemetry.listening()` false: no tracer, meter or logger provider records,
 no content is captured), `start_loop` hands out `QUIET_SPAN` and every helper here does nothing
 for it: a refinement then builds no spans, contexts, events or metric points that would be thrown
-away (about 30 µs of a 240 µs in-process refinement; `bench_chain_overhead`, and
-`bench_adapter_cpu`'s `refine_many` rows).
+away (`bench_chain_overhead`, and `bench_adapter_cpu`'s `refine_many` rows; figures in
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan, SpanKind
 
-from ..telemetry import (
+from ...telemetry import (
     ERROR_TYPE,
     GEN_AI_OPERATION_NAME,
     GEN_AI_RESPONSE_ID,
@@ -27,7 +27,7 @@ from ..telemetry import (
     emit_event,
     error_type_of,
 )
-from ..telemetry import mark_failed as _mark_failed
+from ...telemetry import mark_failed as _mark_failed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
 
-    from ..judge.verdict import Verdict
-    from ..telemetry import Telemetry
+    from ...judge.verdict import Verdict
+    from ...telemetry import Telemetry
 
 __all__ = [
     "ATTEMPT_SPAN_NAME",
@@ -135,8 +135,7 @@ class CurrentSpan:
 
     A slotted class rather than a generator context manager: a refinement keeps two of these
     (the loop's and the attempt's) for as long as it runs, and `use_span`'s generator frame
-    holds about 690 bytes against this one's 350 (both hold the context token: measured with
-    tracemalloc).
+    holds about twice this one's memory (measured with tracemalloc; docs/benchmarks.md).
     """
 
     __slots__ = ("_end_on_exit", "_mark_failure", "_span", "_token")
