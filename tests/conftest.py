@@ -1,5 +1,5 @@
-"""Shared fixtures: the real local model server (once per session), a fake Jev server and
-OpenTelemetry in memory."""
+"""Shared fixtures: the real local model server (once per session), a fake Jev server and a
+`JudgeClient` on it (for tests of the Jev side and of the judge), and OpenTelemetry in memory."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from jevrefine.jev import JudgeClient, RetryPolicy
 from jevrefine.local import LocalModelServer, LocalModelUnavailableError
 from jevrefine.testing import FakeJevServer
-from support import Telemetry
+from support import Sleeps, Telemetry
+
+API_KEY = "sk-test-SECRET-0123456789"
+"""The key the `jev` fixture's client sends."""
 
 # The fast-path pins run in `nox -s perf` (JEVREFINE_PERF=1), not in the suite: a dependency
 # outside a measured series runs the public path, which the suite tests (test_fast_path_gates).
@@ -69,3 +73,17 @@ async def jev_server() -> AsyncIterator[FakeJevServer]:
     """A `FakeJevServer` with its default answers."""
     async with FakeJevServer() as server:
         yield server
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+async def jev(jev_server: FakeJevServer, sleeps: Sleeps) -> AsyncIterator[JudgeClient]:
+    """A `JudgeClient` on `jev_server`, its retries' waits recorded in `sleeps` (no jitter)."""
+    async with JudgeClient(
+        API_KEY, base_url=jev_server.base_url, retry=RetryPolicy(sleep=sleeps, jitter=0.0)
+    ) as client:
+        yield client

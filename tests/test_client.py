@@ -246,3 +246,43 @@ async def test_tools_are_dropped_for_a_model_without_tool_support() -> None:
     client = ChatClient(model, tools=[_Weather()])
     assert await client.prompt("x").tools(_Weather()).content() == "x"
     assert model.prompts[0].options.tools is None
+
+
+async def test_a_client_copy_keeps_its_settings_and_telemetry_and_changes_what_it_is_given() -> (
+    None
+):
+    first, second = FunctionModel(lambda p: "one"), FunctionModel(lambda p: f"two: {p.system_text}")
+    shout = _Shout()
+    client = jr.ChatClient(first, system="Be brief.", options=jr.ChatOptions(temperature=0.1))
+    copy = client.copy(model=second, advisors=[shout])
+    assert copy.telemetry is client.telemetry
+    assert (copy.model, copy.advisors) == (second, (shout,))
+    assert (client.model, client.advisors) == (first, ())  # the original is as it was
+    assert await copy.prompt("hi").content() == "TWO: BE BRIEF."
+    assert second.prompts[-1].options.temperature == 0.1
+    assert await client.prompt("hi").content() == "one"
+    with pytest.raises(jr.UserError, match="is not a ChatModel"):
+        client.copy(model="gpt")  # type: ignore[arg-type]
+
+
+async def test_a_prompt_copy_is_sent_through_the_client_and_advisors_it_is_given() -> None:
+    quiet = jr.ChatClient(FunctionModel(lambda p: "quiet"))
+    loud = jr.ChatClient(FunctionModel(lambda p: "loud"))
+    shout = _Shout()
+    spec = quiet.prompt("hi").advisors(shout)
+    assert (spec.client, spec.prompt_advisors) == (quiet, (shout,))
+    assert await spec.copy(client=loud).content() == "LOUD"
+    assert await spec.copy(advisors=[]).content() == "quiet"
+    with pytest.raises(jr.UserError, match="is not a ChatClient"):
+        spec.copy(client=object())  # type: ignore[arg-type]
+
+
+class _Shout:
+    name = "shout"
+    order = 0
+
+    async def advise_call(
+        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
+    ) -> jr.ChatClientResponse:
+        response = await chain.next_call(request)
+        return response.copy(chat_response=jr.ChatResponse.of_text(response.content.upper()))

@@ -25,7 +25,6 @@ from jevrefine.rate_limit import (
     RateLimiter,
     RateLimitTimeoutError,
     rate_limited,
-    usage_tokens,
 )
 from jevrefine.testing import (
     FakeJevServer,
@@ -218,10 +217,10 @@ async def test_after_a_429_the_rate_is_cut_then_ramps_back() -> None:
 
 def test_rate_limited_reads_model_and_judge_errors() -> None:
     error = ModelHTTPError(429, "slow down", retry_after=1.5)
-    assert rate_limited(error) == 1.5
-    assert rate_limited(ModelHTTPError(429, "slow down")) == math.inf
-    assert rate_limited(ModelHTTPError(500, "boom")) is None
-    assert rate_limited(ValueError("x")) is None
+    assert rate_limited(error)
+    assert rate_limited(ModelHTTPError(429, "slow down"))
+    assert not rate_limited(ModelHTTPError(500, "boom"))
+    assert not rate_limited(ValueError("x"))
 
 
 @pytest.mark.parametrize(
@@ -252,6 +251,11 @@ def _answer(total: object) -> Any:
         usage = Reported()
 
     return Result()
+
+
+def usage_tokens(result: Any) -> object:
+    """What the wrappers give the limiter: the total the result's usage reports."""
+    return result.usage.total_tokens
 
 
 async def _answered() -> Any:

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from . import _validate as check
+from . import _validate
 
 __all__ = ["BatchResult", "iter_all", "run_all"]
 
@@ -72,7 +72,7 @@ async def iter_all(
     Raises:
         UserError: `concurrency` is below 1.
     """
-    concurrency = check.integer("concurrency", concurrency, minimum=1, example=4)
+    concurrency = _validate.integer("concurrency", concurrency, minimum=1, example=4)
     done_in, done_out = anyio.create_memory_object_stream[BatchResult[T]](concurrency)
     input_error: list[Exception] = []
     next_item = _puller(items)

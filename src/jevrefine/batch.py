@@ -23,17 +23,26 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import _validate
 from ._fanout import BatchResult, iter_all
 from ._request import ChatClientResponse
+from .advisors.self_refine import SelfRefineAdvisor
 from .client import ChatClient, PromptSpec
 from .context_keys import REFINE_REPORT
 from .exceptions import UserError
+from .judge.rate_limited import RateLimitedJudgeClient, limited_judge
 from .messages import Usage
-from .rate_limit import RateLimit, RateLimiter, installed
+from .models.rate_limited import RateLimitedModel
+from .rate_limit import RateLimit, RateLimiter
+
+if TYPE_CHECKING:
+    from .advisors.chain import CallAdvisor
+    from .jev.protocol import SystemOneClient
+    from .judge._judge import Judge
+    from .models.base import ChatModel
 
 __all__ = ["DEFAULT_CONCURRENCY", "RefineInput", "RefineSummary", "refine_iter", "refine_many"]
 
@@ -95,17 +104,13 @@ async def refine_iter(
             "pass ChatClient(model, advisors=[SelfRefineAdvisor(judge)])"
         )
     _check_batch_arguments(inputs, concurrency, fail_fast, on_result)
-    model_limiter = _limiter("model_limit", model_limit, "model")
-    judge_limiter = _limiter("judge_limit", judge_limit, "judge")
+    limits = BatchLimits(
+        model=_limiter("model_limit", model_limit, "model"),
+        judge=_limiter("judge_limit", judge_limit, "judge"),
+    )
 
     async def refine(item: RefineInput) -> ChatClientResponse:
-        spec = _spec_of(client, item)
-        if model_limiter is None and judge_limiter is None:
-            return await spec.call()
-        # Set in the worker task itself (never in this generator, whose context is the
-        # caller's): the chain's model call and the judge's call read it.
-        with installed(model_limiter, judge_limiter):
-            return await spec.call()
+        return await limits.on_spec(_spec_of(client, item)).call()
 
     results = iter_all(refine, inputs, concurrency=concurrency, fail_fast=fail_fast)
     async with aclosing(results):
@@ -176,6 +181,61 @@ def _check_batch_arguments(
             f"on_result={_validate.shown(on_result)} is not callable: pass a function that "
             "takes a BatchResult, or None"
         )
+
+
+@dataclass(slots=True)
+class BatchLimits:
+    """A batch's limiters, and what they are put around: the model and the judges' clients.
+
+    Through typed wrappers, not ambient state: each client a batch sends prompts through is
+    copied with its model in a `RateLimitedModel` and the judge of each `SelfRefineAdvisor` (the
+    client's and the prompt's own) on a `RateLimitedJudgeClient`. The user's objects are left as
+    they are, so a client used outside the batch is not slowed. With no limiter, everything is
+    sent as it is.
+    """
+
+    model: RateLimiter | None = None
+    """The model provider's limiter, or `None`."""
+    judge: RateLimiter | None = None
+    """The judge provider's limiter, or `None`."""
+    _clients: dict[int, tuple[ChatClient, ChatClient]] = field(default_factory=dict, repr=False)
+
+    def on_model(self, model: ChatModel) -> ChatModel:
+        """`model` under the model limiter."""
+        return model if self.model is None else RateLimitedModel(model, self.model)
+
+    def on_judge(self, judge: Judge) -> Judge:
+        """A copy of `judge` whose judging calls are under the judge limiter."""
+        return judge if self.judge is None else limited_judge(judge, self.judge)
+
+    def on_judge_client(self, client: SystemOneClient) -> SystemOneClient:
+        """`client` under the judge limiter."""
+        return client if self.judge is None else RateLimitedJudgeClient(client, self.judge)
+
+    def on_advisor(self, advisor: CallAdvisor) -> CallAdvisor:
+        """A `SelfRefineAdvisor` judging under the judge limiter (a copy); any other as it is."""
+        if self.judge is None or not isinstance(advisor, SelfRefineAdvisor):
+            return advisor
+        return advisor.with_judge(self.on_judge(advisor.judge))
+
+    def on_client(self, client: ChatClient) -> ChatClient:
+        """A copy of `client` under the limits, made once per client and batch."""
+        if self.model is None and self.judge is None:
+            return client
+        made = self._clients.get(id(client))
+        if made is None or made[0] is not client:
+            # The original is kept beside its copy, so its id cannot be reused meanwhile.
+            advisors = [self.on_advisor(a) for a in client.advisors]
+            made = (client, client.copy(model=self.on_model(client.model), advisors=advisors))
+            self._clients[id(client)] = made
+        return made[1]
+
+    def on_spec(self, spec: PromptSpec) -> PromptSpec:
+        """`spec` sent through its client's copy under the limits, its own advisors too."""
+        if self.model is None and self.judge is None:
+            return spec
+        advisors = [self.on_advisor(a) for a in spec.prompt_advisors]
+        return spec.copy(client=self.on_client(spec.client), advisors=advisors)
 
 
 def _limiter(name: str, limit: object, what: str) -> RateLimiter | None:

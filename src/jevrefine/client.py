@@ -17,6 +17,7 @@ many times, concurrently. Defaults set on the client apply to every prompt; the 
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,7 @@ from .messages import (
     user_options_from_kwargs,
 )
 from .models.base import ChatModel
+from .models.instrumented import instrument_model
 from .streaming import (
     FLUSH,
     AttemptStarted,
@@ -65,7 +67,6 @@ from .telemetry import (
     CaptureMode,
     InstrumentationSettings,
     Telemetry,
-    instrument_model,
     mark_failed,
 )
 
@@ -168,6 +169,9 @@ class ChatClient:
         )
         self._instrumented = instrument_model(model, self._telemetry)
         self._trace_advisors = trace_advisors
+        self._build_shared_chains()
+
+    def _build_shared_chains(self) -> None:
         # Chains are immutable and re-enterable (and the tool loop keeps no state between
         # requests), so prompts that add no advisors share one of these two.
         self._default_chain = self._build_chain(self._advisors)
@@ -187,6 +191,29 @@ class ChatClient:
     def telemetry(self) -> Telemetry:
         """The client's tracer, instruments and content-capture mode."""
         return self._telemetry
+
+    def copy(
+        self, *, model: ChatModel | None = None, advisors: Iterable[CallAdvisor] | None = None
+    ) -> ChatClient:
+        """A client like this one, with `model` and/or `advisors` in place of its own.
+
+        The system message, tools, options and telemetry (the same `Telemetry`: one set of
+        instruments) are this client's. `refine_many` sends a batch with limits through such a
+        copy: its model and its judges' clients wrapped in the batch's limiters.
+
+        Raises:
+            UserError: `model` is not a `ChatModel`, or an advisor is not one.
+        """
+        clone = copy.copy(self)
+        if model is not None:
+            if not isinstance(model, ChatModel):
+                raise UserError(f"model={_validate.shown(model)} is not a ChatModel")
+            clone._model = model
+            clone._instrumented = instrument_model(model, self._telemetry)
+        if advisors is not None:
+            clone._advisors = tuple(check_advisor(a) for a in _listed("advisors", advisors))
+        clone._build_shared_chains()
+        return clone
 
     def prompt(self, text: str | None = None) -> PromptSpec:
         """Start a prompt; `prompt(t)` is the same as `prompt().user(t)`."""
@@ -359,6 +386,33 @@ class PromptSpec:
     _params: Mapping[str, Any] = field(default_factory=lambda: _NO_PARAMS)
     _tools: tuple[ToolCallback, ...] = ()
     _built: tuple[Prompt, tuple[ToolCallback, ...]] | None = field(default=None, compare=False)
+
+    @property
+    def client(self) -> ChatClient:
+        """The client this prompt is sent through."""
+        return self._client
+
+    @property
+    def prompt_advisors(self) -> tuple[CallAdvisor, ...]:
+        """The advisors this prompt adds to its client's (`.advisors(...)`), in that order."""
+        return self._advisors
+
+    def copy(
+        self, *, client: ChatClient | None = None, advisors: Iterable[CallAdvisor] | None = None
+    ) -> PromptSpec:
+        """This prompt sent through `client`, and/or with `advisors` in place of the ones it adds.
+
+        Raises:
+            UserError: `client` is not a `ChatClient`, or an advisor is not one.
+        """
+        changes: dict[str, Any] = {}
+        if client is not None:
+            if not isinstance(client, ChatClient):
+                raise UserError(f"client={_validate.shown(client)} is not a ChatClient")
+            changes["_client"] = client
+        if advisors is not None:
+            changes["_advisors"] = tuple(check_advisor(a) for a in _listed("advisors", advisors))
+        return replace(self, **changes, _built=None)
 
     def system(self, text: str) -> PromptSpec:
         """Set the system message (replaces the client's default)."""

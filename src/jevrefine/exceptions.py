@@ -3,24 +3,44 @@
 ```
 JevrefineError
 ├── UserError (also a ValueError)       a usage mistake: bad option, bad input, wrong type
+│   ├── ConfigError                      a bad CLI config file or flag (`jevrefine.cli`)
+│   ├── CaseFileError                    a bad eval case file (`jevrefine.evals.load_cases`)
+│   ├── ReportFileError                  a file `jevrefine compare` cannot read as a report
+│   ├── DifferentCasesError              two reports of different case files, compared
+│   ├── DatabaseFileError                a path that cannot hold a SQLite database
+│   └── JudgeUsageError                  the Jev side's (also a JudgeError)
 ├── StreamingNotSupportedError           an advisor or model in the chain cannot stream
 │   (also a NotImplementedError)
-└── ModelError                           the model side failed
-    ├── ModelHTTPError                   the provider answered with an error status
-    │   └── ContextOverflowError         the prompt plus max_tokens exceed the context window
-    ├── ModelConnectionError             no answer: refused, reset, DNS, TLS
-    │   ├── ModelTimeoutError            no answer in time
-    │   └── IncompleteResponseError      a stream that broke off or ended mid-answer
-    ├── ModelResponseError               an answer that does not read: not HTTP/1.1, not JSON,
-    │                                    a value of the wrong type (never retried)
-    ├── ResponseTooLargeError            a body past max_response_bytes (the Jev side's
-    │                                    JudgeResponseTooLargeError is one too)
-    ├── EmptyResponseError               the model answered with nothing usable
-    └── StructuredOutputError            the answer does not fit the requested type
+├── ModelError                           the model side failed
+│   ├── ModelHTTPError                   the provider answered with an error status
+│   │   └── ContextOverflowError         the prompt plus max_tokens exceed the context window
+│   ├── ModelConnectionError             no answer: refused, reset, DNS, TLS
+│   │   ├── ModelTimeoutError            no answer in time
+│   │   └── IncompleteResponseError      a stream that broke off or ended mid-answer
+│   ├── ModelResponseError               an answer that does not read: not HTTP/1.1, not JSON,
+│   │                                    a value of the wrong type (never retried)
+│   ├── ResponseTooLargeError            a body past max_response_bytes (the Jev side's
+│   │                                    JudgeResponseTooLargeError is one too)
+│   ├── EmptyResponseError               the model answered with nothing usable
+│   └── StructuredOutputError            the answer does not fit the requested type
+├── RateLimitTimeoutError                a call's turn under a rate limit would come after its
+│   (also a TimeoutError)                deadline (`jevrefine.rate_limit`)
+├── ToolError                            a tool call gave no result (the loop reports it)
+│   ├── ToolArgumentsError               arguments that are not JSON or do not fit the tool
+│   ├── ToolTimeoutError                 the tool did not finish in time
+│   ├── TooManyToolCallsError            more calls in one turn than a turn may run
+│   └── UnknownToolError                 a tool the request does not carry
+├── ToolRoundsExceededError              tools still asked for after `max_rounds` rounds
+├── SelfRefineFailedError                attempts ran out (`fail_on_exhausted_attempts`)
+├── LocalModelUnavailableError           the local model or its server cannot be had
+│   └── ModelChecksumError               a model file that is not the pinned one
+├── ClientDisconnectedError              a web client left before the answer (integrations)
+├── CheckWorkerError                     an eval check's worker process failed
+└── JudgeError                           the Jev side: its own tree, in jevrefine/jev/errors.py
 ```
 
-The Jev side's errors (`jevrefine.jev.JudgeError` and below) are under `JevrefineError` too; their
-own tree is drawn in `jevrefine/jev/errors.py`.
+Every error class of the package is drawn, whichever module defines it (a test holds the drawing
+to the classes); the Jev side's, below `jevrefine.jev.JudgeError`, in `jevrefine/jev/errors.py`.
 
 Vendor errors are translated once, at the adapter boundary (`raise ModelHTTPError(...) from exc`),
 so callers never import a vendor's exception types. `is_transient` says whether trying again later

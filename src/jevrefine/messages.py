@@ -17,20 +17,51 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeAlias
 
 import pydantic
 
 from . import _validate
 from .exceptions import EmptyResponseError, UserError
 
-if TYPE_CHECKING:
-    from .structured import OutputSpec
 
-    _RenderedSpec: TypeAlias = OutputSpec[Any] | None
+class RenderedOutput(Protocol):
+    """What a prompt says about the structured output it was rendered for (`Prompt.output_spec`).
+
+    The part of `jevrefine.structured.OutputSpec` (the one implementation) that a model reads:
+    `structured` builds on these messages, so they name it by this shape, not by its module.
+    """
+
+    @property
+    def name(self) -> str:
+        """The schema's name, derived from the target type."""
+        ...
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema the answer must fit (an object schema)."""
+        ...
+
+    @property
+    def wrapped(self) -> bool:
+        """Whether the value sits under `{"result": ...}` because the type is not an object."""
+        ...
+
+    @property
+    def native(self) -> bool:
+        """`True`: sent as the response format; `False`: as prompt instructions."""
+        ...
+
+    def without_instructions(self, text: str) -> str:
+        """`text` without the format instructions rendered into it (unchanged if it has none)."""
+        ...
+
+
+if TYPE_CHECKING:
+    _RenderedSpec: TypeAlias = RenderedOutput | None
 else:
-    # pydantic reads this annotation at run time (`PROMPT_ADAPTER`), and `structured` imports this
-    # module: to pydantic the field is an opaque value it never serializes (`exclude=True`).
+    # pydantic reads this annotation at run time (`PROMPT_ADAPTER`): to pydantic the field is an
+    # opaque value it never serializes (`exclude=True`), not a protocol to build a schema for.
     _RenderedSpec = Any
 
 __all__ = [
@@ -44,6 +75,7 @@ __all__ = [
     "Generation",
     "Message",
     "Prompt",
+    "RenderedOutput",
     "ResponseFormat",
     "SystemMessage",
     "TokenLogprob",
@@ -477,7 +509,7 @@ class Prompt:
         """A copy with other options and the same messages."""
         return Prompt(self.messages, options, self.output_spec)
 
-    def with_output_spec(self, output_spec: OutputSpec[Any] | None) -> Prompt:
+    def with_output_spec(self, output_spec: RenderedOutput | None) -> Prompt:
         """A copy that says it was rendered for `output_spec` (see `OutputSpec.render`)."""
         return Prompt(self.messages, self.options, output_spec)
 

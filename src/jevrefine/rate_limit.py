@@ -28,38 +28,45 @@ per provider (the model's, the judge's) across every call in flight:
   `max_tokens`) is logged once per server at WARNING, naming it, and counted in
   `RateLimiter.implausible_usage`; a figure that is not a count at all is ignored.
 - **One back-off for everyone.** A 429 pauses the whole batch, not one call: until the
-  `Retry-After` the provider sent (else 1 s, doubling with each 429 in a row, at most 60 s).
-  In-flight calls that come back 429 during the same pause do not extend it again. While a
-  batch has limits, the adapters tell their SDK not to retry a 429 on its own (the limiter
-  retries the call, at most `MAX_RATE_LIMITED_RETRIES` times, once the pause is over).
+  `Retry-After` the provider sent, else for a backoff (1 s, doubling with each 429 in a row, at
+  most 60 s). The wait is read and bounded as the wire reads and bounds its own retries
+  (`PAUSE_POLICY`, a `RetryPolicy`): a provider asking for longer than `max_retry_after` is not
+  waited for, that call fails at once with its 429 and the batch backs off as for a 429 without
+  a wait. In-flight calls that come back 429 during the same pause do not extend it again. A
+  call is retried after the pause at most `MAX_RATE_LIMITED_RETRIES` times; the model under a
+  limiter is told to leave its 429s to it instead of retrying them at its own pace
+  (`RateLimitedModel`).
 - **A gradual ramp back.** After a 429 the rates are halved (to at least 1/16 of what was
   given) and return to the full rate linearly over `RAMP_SECONDS` of calls without a 429.
 
 Without a `requests_per_minute` or `tokens_per_minute`, a limiter paces nothing but still
-pauses the batch on 429. The limiter is installed for the calls of one batch (through a
-context variable read by the chain's model call and the judge's call), so a `ChatClient` used
-outside the batch is not slowed by it.
+pauses the batch on 429. A limiter applies to the calls made through the wrappers that hold it,
+`jevrefine.models.RateLimitedModel` and `jevrefine.judge.RateLimitedJudgeClient`, which
+`refine_many` / `refine_iter` (and `jevrefine run` / `eval`) put around the batch's model and its
+judges' clients: a `ChatClient` used outside the batch is not slowed by it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
-import math
 from collections.abc import Awaitable, Callable, Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
 
 from . import _validate
+from ._http._headers import usable_wait
+from ._http._retry import RetryPolicy
 from .exceptions import JevrefineError, UserError
+
+if TYPE_CHECKING:
+    from .messages import Usage
 
 __all__ = [
     "MAX_RATE_LIMITED_RETRIES",
+    "PAUSE_POLICY",
     "RAMP_SECONDS",
     "USAGE_OVERRUN_SECONDS",
     "RateLimit",
@@ -72,13 +79,23 @@ _log = logging.getLogger("jevrefine.rate_limit")
 
 MAX_RATE_LIMITED_RETRIES: Final = 8
 """Times one call is retried after a 429 (each after the shared pause) before it fails."""
+PAUSE_POLICY: Final = RetryPolicy(
+    max_retries=MAX_RATE_LIMITED_RETRIES,
+    initial_backoff=1.0,
+    max_backoff=60.0,
+    jitter=0.0,
+    retry_statuses=frozenset({429}),
+    max_retry_after=60.0,
+)
+"""How a 429 pauses the batch, in the wire's terms: the server's `Retry-After` when it asks for
+at most `max_retry_after` (a longer one is not waited for: the call fails at once), else the
+backoff, 1 s doubling to 60 s with no jitter (one pause for everyone needs none); retried at
+most `MAX_RATE_LIMITED_RETRIES` times."""
 RAMP_SECONDS: Final = 30.0
 """Seconds without a 429 over which the rates climb back from the cut to the full rate."""
 USAGE_OVERRUN_SECONDS: Final = 1.0
 """The most one usage report can charge beyond its call's estimate, in seconds of the full
 token rate (one full bucket): the bound on the debt a wrong or hostile figure can cause."""
-_FIRST_PAUSE: Final = 1.0
-_MAX_PAUSE: Final = 60.0
 _MIN_FACTOR: Final = 1 / 16
 _CHARS_PER_TOKEN: Final = 4
 _MAX_TOKENS_PER_CHAR: Final = 4
@@ -391,7 +408,11 @@ class RateLimiter:
     # -- back-off ------------------------------------------------------------------------
 
     def throttled(self, retry_after: float | None) -> None:
-        """A call was answered 429: pause every call, then cut the rates and ramp back."""
+        """A call was answered 429: pause every call, then cut the rates and ramp back.
+
+        The pause is `retry_after` (seconds) when `PAUSE_POLICY` would wait that long, else its
+        backoff for this run of 429s (also for a `retry_after` that is no wait: negative, NaN).
+        """
         self.rate_limited += 1
         now = anyio.current_time()
         if now < self._paused_until:
@@ -400,8 +421,8 @@ class RateLimiter:
         if factor >= 1.0:
             self._streak = 0  # the ramp back was over: this 429 starts a new run
         self._streak += 1
-        fallback = min(_MAX_PAUSE, _FIRST_PAUSE * 2.0 ** (self._streak - 1))
-        pause = fallback if retry_after is None else min(_MAX_PAUSE, max(0.0, retry_after))
+        wait = usable_wait(retry_after)
+        pause = PAUSE_POLICY.wait(wait if _honoured(wait) else None, self._streak)
         self._paused_until = now + pause
         self._cut_factor = max(_MIN_FACTOR, factor / 2.0)
         # The turns booked so far are void: their callers book again once they wake.
@@ -423,20 +444,24 @@ class RateLimiter:
     ) -> _T:
         """`call()` under the limits: admitted, retried after the shared pause on 429.
 
-        `used` reads the tokens the result reports; `ceiling` and `server` go to `settle`.
+        `used` reads the tokens the result reports; `ceiling` and `server` go to `settle`. A 429
+        whose `Retry-After` is longer than `PAUSE_POLICY` waits is raised at once (the batch
+        still backs off).
 
         Raises:
             RateLimitTimeoutError: the call's turn would come after its deadline.
         """
-        for attempt in range(MAX_RATE_LIMITED_RETRIES + 1):
+        for attempt in range(PAUSE_POLICY.max_retries + 1):
             await self.acquire(tokens)
             try:
                 result = await call()
             except Exception as exc:
-                retry_after = rate_limited(exc)
-                if retry_after is None or attempt == MAX_RATE_LIMITED_RETRIES:
+                if not rate_limited(exc) or attempt == PAUSE_POLICY.max_retries:
                     raise
-                self.throttled(retry_after if math.isfinite(retry_after) else None)
+                retry_after = usable_wait(getattr(exc, "retry_after", None))
+                self.throttled(retry_after)  # past the policy's cap: everyone backs off
+                if not _honoured(retry_after):
+                    raise  # the server asks for longer than the policy waits: no parking
                 continue
             if used is not None:
                 self.settle(tokens, used(result), ceiling=ceiling, server=server)
@@ -449,101 +474,28 @@ def _count(value: float) -> str:
     return f"{value:,.0f}" if value == int(value) else f"{value:,}"
 
 
-def rate_limited(exc: BaseException) -> float | None:
-    """A 429's `Retry-After` in seconds (`inf` when it sent none); `None` for other errors.
+def rate_limited(exc: BaseException) -> bool:
+    """Whether `exc` is a 429: a model's `ModelHTTPError` or a judge's `JudgeRateLimitError`.
 
-    Reads a model's `ModelHTTPError` and a judge's `JudgeRateLimitError` alike.
+    The wait it asks for is its `retry_after` (seconds, read from the answer's headers by the
+    wire's `parse_retry_after`), if any.
     """
-    if getattr(exc, "status_code", None) != 429:
-        return None
-    retry_after = getattr(exc, "retry_after", None)
-    return float(retry_after) if isinstance(retry_after, int | float) else math.inf
+    return getattr(exc, "status_code", None) == 429
 
 
-# -- the batch's limiters, installed for the calls of one batch --------------------------------
+def _honoured(retry_after: float | None) -> bool:
+    """Whether `PAUSE_POLICY` waits for a 429 that asks for `retry_after` seconds (or none)."""
+    return PAUSE_POLICY.retries_status(429, retry_after)
 
 
-@dataclass(frozen=True, slots=True)
-class _Installed:
-    model: RateLimiter | None
-    judge: RateLimiter | None
-
-
-_CURRENT: ContextVar[_Installed | None] = ContextVar("jevrefine_rate_limits", default=None)
-
-
-@contextlib.contextmanager
-def installed(model: RateLimiter | None, judge: RateLimiter | None) -> Iterator[None]:
-    """Limit the model and judge calls made in this context (and the tasks it starts)."""
-    token = _CURRENT.set(_Installed(model, judge) if model or judge else None)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
-
-
-def active() -> bool:
-    """Whether the calls made here are under a batch's limits.
-
-    The adapters then leave 429s to the limiter instead of retrying them in their SDK.
-    """
-    return _CURRENT.get() is not None
-
-
-def model_limiter() -> RateLimiter | None:
-    """The limiter of model calls made here, if any."""
-    current = _CURRENT.get()
-    return None if current is None else current.model
-
-
-def judge_limiter() -> RateLimiter | None:
-    """The limiter of judge calls made here, if any."""
-    current = _CURRENT.get()
-    return None if current is None else current.judge
-
-
-def prompt_tokens(prompt: Any) -> int:
-    """A model call's estimated tokens: its messages' characters / 4, plus `max_tokens`."""
-    chars = sum(len(str(getattr(m, "text", "") or "")) for m in getattr(prompt, "messages", ()))
-    options = getattr(prompt, "options", None)
-    return chars // _CHARS_PER_TOKEN + int(getattr(options, "max_tokens", None) or 0)
-
-
-def state_tokens(state: object) -> int:
-    """A judge call's estimated tokens: the state's characters / 4."""
-    return len(str(state)) // _CHARS_PER_TOKEN
-
-
-def usage_tokens(response: Any) -> object:
-    """The total tokens a model or judge response reports, as reported; `None` for no figure.
+def reported_total(usage: Usage | None) -> object:
+    """The total tokens `usage` reports, as reported; `None` for no figure.
 
     0 reads as no figure: an adapter answers `Usage()` when the server sent no usage. Nothing
     else is checked here: `RateLimiter.settle` decides what a figure that cannot be true costs.
     """
-    usage = getattr(getattr(response, "metadata", None), "usage", None)
-    if usage is None:
-        usage = getattr(response, "usage", None)
     total = getattr(usage, "total_tokens", None)
     return None if type(total) is int and total == 0 else total
-
-
-def usage_ceiling(prompt: Any) -> int | None:
-    """The most tokens an honest server can report for a model call; `None` when unbounded.
-
-    Known only when the prompt sets `max_tokens`: every character sent (the messages, the
-    tools, the response format, in their `repr`, which only overcounts) as up to 4 tokens,
-    plus a chat template's worth, plus `max_tokens`.
-    """
-    options = getattr(prompt, "options", None)
-    max_tokens = getattr(options, "max_tokens", None)
-    if not isinstance(max_tokens, int):
-        return None
-    sent = (
-        len(repr(getattr(prompt, "messages", ())))
-        + len(repr(getattr(options, "tools", None)))
-        + len(repr(getattr(options, "response_format", None)))
-    )
-    return sent * _MAX_TOKENS_PER_CHAR + _TEMPLATE_ALLOWANCE + max_tokens
 
 
 def _origin(url: object) -> str | None:
@@ -559,9 +511,13 @@ def _origin(url: object) -> str | None:
     return f"{parts.scheme}://{shown_host}" + (f":{port}" if port is not None else "")
 
 
-def _where(served: object) -> str:
-    """Where a model or judge client is served from, as `scheme://host:port` at most."""
-    for _ in range(4):  # through wrappers (an instrumented model) to the adapter
+def served_at(served: object) -> str:
+    """Where a model or judge client is served from, as `scheme://host:port` at most.
+
+    For the limiter's warnings: read through wrappers (an instrumented model) to the adapter's
+    `base_url`, else its `server_address` and `server_port`; never a path or a password.
+    """
+    for _ in range(4):
         origin = _origin(getattr(served, "base_url", None))
         if origin is not None:
             return origin
@@ -574,39 +530,3 @@ def _where(served: object) -> str:
         port = getattr(served, "server_port", None)
         return f"{address}:{port}" if isinstance(port, int) else address
     return "an in-process server"
-
-
-def _model_server(model: Any, prompt: Any) -> str:
-    name = getattr(getattr(prompt, "options", None), "model", None) or model.model_name
-    return f"the {model.provider} model {name!r} at {_where(model)}"
-
-
-def _judge_server(client: Any) -> str:
-    return f"the judge {type(client).__name__} at {_where(client)}"
-
-
-async def call_model(model: Any, prompt: Any, **kwargs: Any) -> Any:
-    """`model.call(prompt, **kwargs)`, under the batch's model limiter when one is installed."""
-    limiter = model_limiter()
-    if limiter is None:
-        return await model.call(prompt, **kwargs)
-    return await limiter.run(
-        functools.partial(model.call, prompt, **kwargs),
-        tokens=prompt_tokens(prompt),
-        used=usage_tokens,
-        ceiling=functools.partial(usage_ceiling, prompt),
-        server=functools.partial(_model_server, model, prompt),
-    )
-
-
-async def call_judge(client: Any, state: Any, questions: Any, **kwargs: Any) -> Any:
-    """`client.system_one(state, questions, ...)`, under the batch's judge limiter, if any."""
-    limiter = judge_limiter()
-    if limiter is None:
-        return await client.system_one(state, questions, **kwargs)
-    return await limiter.run(
-        functools.partial(client.system_one, state, questions, **kwargs),
-        tokens=state_tokens(state),
-        used=usage_tokens,
-        server=functools.partial(_judge_server, client),
-    )

@@ -38,6 +38,7 @@ BUILDERS: dict[type, Callable[..., Any]] = {
     ),
     advisors.RetrievalAdvisor: lambda **kw: advisors.RetrievalAdvisor(_Retriever(), **kw),
     advisors.LoggingAdvisor: lambda **kw: advisors.LoggingAdvisor(**kw),
+    advisors.ToolIndex: lambda **kw: advisors.ToolIndex(JEV, **kw),
 }
 
 

@@ -30,7 +30,6 @@ from _hostile_jev import (
 from anthropic._models import FinalRequestOptions
 
 import jevrefine as jr
-from jevrefine import rate_limit
 from jevrefine.exceptions import (
     ModelConnectionError,
     ModelError,
@@ -229,7 +228,7 @@ async def test_a_429_is_retried_after_its_retry_after() -> None:
     assert len(server.requests) == 2
 
 
-async def test_x_should_retry_false_and_a_batchs_429_are_not_retried() -> None:
+async def test_x_should_retry_false_and_a_429_left_to_a_limiter_are_not_retried() -> None:
     refused = response(
         b'{"type":"error","error":{"type":"api_error","message":"no"}}',
         status=b"503 Unavailable",
@@ -248,16 +247,11 @@ async def test_x_should_retry_false_and_a_batchs_429_are_not_retried() -> None:
     )
     async with HostileServer(limited) as server:
         model = _model(server, retries=2)
-        limiter = rate_limit.RateLimiter(rate_limit.RateLimit())
-        with (
-            rate_limit.installed(limiter, None),
-            anyio.fail_after(10),
-            pytest.raises(ModelHTTPError) as caught,
-        ):
-            await model.call(PROMPT)
+        with anyio.fail_after(10), pytest.raises(ModelHTTPError) as caught:
+            await model.without_rate_limit_retries().call(PROMPT)
         await model.aclose()
     assert caught.value.status_code == 429
-    assert len(server.requests) == 1  # left to the batch's limiter
+    assert len(server.requests) == 1  # left to the rate limiter above (RateLimitedModel)
 
 
 async def test_a_cut_body_is_a_connection_error_after_the_sdks_retries() -> None:

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from jevrefine.exceptions import JevrefineError, StructuredOutputError
 from jevrefine.messages import ChatOptions, ChatResponse, Prompt, UserMessage
-from jevrefine.models._stream_items import MAX_TOKEN_COUNT
+from jevrefine.models._reading import MAX_TOKEN_COUNT
 from jevrefine.models.anthropic import AnthropicChatModel
 from jevrefine.models.base import ChatModel
 from jevrefine.models.openai import OpenAIChatModel

@@ -28,7 +28,6 @@ from openai import AsyncOpenAI
 from openai._models import FinalRequestOptions
 
 import jevrefine as jr
-from jevrefine import rate_limit
 from jevrefine.exceptions import ModelHTTPError, ModelResponseError
 from jevrefine.models.openai import OpenAIChatModel
 from support import instant_retries
@@ -107,20 +106,17 @@ async def test_x_should_retry_false_is_obeyed_and_the_status_error_is_translated
     assert caught.value.body == {"error": {"message": "nope", "type": "server_error"}}
 
 
-async def test_a_batchs_429_is_left_to_the_batch_limiter() -> None:
+async def test_a_429_is_left_to_a_rate_limiter_above_when_the_model_is_told() -> None:
+    """`without_rate_limit_retries()` (what `RateLimitedModel` asks): one request, the 429
+    given back at once instead of retried by the SDKs' rules (which retry 429)."""
     limited = response(b'{"error":{"message":"slow down"}}', status=b"429 Too Many Requests")
     async with HostileServer(limited) as server:
         model = _model(server)
-        limiter = rate_limit.RateLimiter(rate_limit.RateLimit())
-        with (
-            rate_limit.installed(limiter, None),
-            anyio.fail_after(10),
-            pytest.raises(ModelHTTPError) as caught,
-        ):
-            await model.call(PROMPT)
+        with anyio.fail_after(10), pytest.raises(ModelHTTPError) as caught:
+            await model.without_rate_limit_retries().call(PROMPT)
         await model.aclose()
     assert caught.value.status_code == 429
-    assert len(server.requests) == 1  # not retried by the SDK's rules
+    assert len(server.requests) == 1  # the limiter above pauses everyone and retries it
 
 
 async def test_a_redirect_is_followed_through_the_sdk() -> None:

@@ -156,7 +156,7 @@ async def test_an_echoed_key_is_blanked_out_everywhere(
 def test_a_short_placeholder_key_is_not_blanked_out() -> None:
     """The control: a key shorter than 8 characters (a local server's `"local"`) is not searched
     for, so ordinary words holding it are left alone."""
-    from jevrefine.models._stream_items import Reader
+    from jevrefine.models._reading import Reader
 
     assert Reader("local").text("locally", "x") == "locally"
     assert Reader(KEY).text(f"a{KEY}b", "x") == "a***b"

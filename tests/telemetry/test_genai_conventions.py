@@ -28,14 +28,9 @@ from jevrefine.messages import (
     ToolCall,
     Usage,
 )
+from jevrefine.models import InstrumentedModel, instrument_model
 from jevrefine.models.anthropic import AnthropicChatModel
-from jevrefine.telemetry import (
-    CaptureMode,
-    InstrumentationSettings,
-    InstrumentedModel,
-    Telemetry,
-    instrument_model,
-)
+from jevrefine.telemetry import CaptureMode, InstrumentationSettings, Telemetry
 from jevrefine.testing import FakeAnthropicServer, FunctionModel
 from otel_support import Otel
 

@@ -34,9 +34,8 @@ from typing import Any, Final
 
 import httpx2
 
-from .. import rate_limit
+from .. import _validate
 from .._measured import takes_fast_path
-from .._validate import integer
 from ..exceptions import ResponseTooLargeError
 from ._connections import SocketOption
 from ._httpx import HTTPX2_CORE, KeepAliveTransport
@@ -67,7 +66,7 @@ def check_max_response_bytes(value: object) -> int | None:
     Raises:
         UserError: anything else, naming the parameter, the value and what to pass.
     """
-    return integer(
+    return _validate.integer(
         "max_response_bytes", value, minimum=1, optional=True, example=DEFAULT_MAX_RESPONSE_BYTES
     )
 
@@ -182,10 +181,6 @@ class _ResponseCap:
         self._error = error
 
     async def __call__(self, response: httpx2.Response) -> None:
-        if response.status_code == 429 and rate_limit.active():
-            # A batch's limiter pauses every call and retries this one: the SDK must not retry
-            # it on its own, at its own pace (both SDKs honour this header).
-            response.headers["x-should-retry"] = "false"
         limit = self._limit
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:

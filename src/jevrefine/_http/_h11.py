@@ -144,7 +144,7 @@ def check_fields(headers: Sequence[tuple[bytes, bytes]]) -> None:
     # CR or LF in a value (a key read from a file with its newline) would split the request.
     # All names, then all values, in one pass each: the common case is that all are fine.
     if len(headers) == 1 and headers[0][0] == b"content-length" and headers[0][1].isdigit():
-        return  # a raw-core caller's one line of its own (`JudgeClient`): 0.3 µs, not 3
+        return  # a raw-core caller's one line of its own (`JudgeClient`): no full check needed
     names = b"".join(name for name, _ in headers)
     values = b"".join(value for _, value in headers).replace(b"\t", b"")
     if names.translate(None, TCHAR) or has_control(values) or not all(n for n, _ in headers):

@@ -17,6 +17,7 @@ __all__ = [
     "redact_url",
     "safe_headers",
     "url_password",
+    "usable_wait",
 ]
 
 REDACTED: Final = "***"
@@ -57,7 +58,22 @@ def _number(raw: str) -> float | None:
         value = float(raw.strip())
     except ValueError:
         return None
-    return value if math.isfinite(value) and value >= 0 else None
+    return usable_wait(value)
+
+
+def usable_wait(value: object) -> float | None:
+    """`value` as a wait in seconds, when it is one the wire honours; `None` otherwise.
+
+    A finite, non-negative number (not a bool). The one rule for a server-given wait, whether it
+    comes from a header (`parse_retry_after`) or from an error's `retry_after`.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past the range of a float: no wait anyone meant
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def safe_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -1,9 +1,9 @@
 """JSON bodies in and out: pydantic-core's Rust codec, keeping the standard library's answers.
 
 A model call decodes one response body and encodes one request body; `json.loads` and
-`json.dumps` cost 10 – 20 µs each for a small chat completion on this machine, pydantic-core's
-`from_json` / `to_json` 2 – 4 µs (`python -m benchmarks.bench_adapter_cpu`: the
-`OpenAIChatModel.call` row). pydantic-core is already installed with pydantic; the codec is used
+`json.dumps` cost several times pydantic-core's `from_json` / `to_json` for a small chat
+completion (`python -m benchmarks.bench_adapter_cpu`: the `OpenAIChatModel.call` row; the
+figures in docs/benchmarks.md). pydantic-core is already installed with pydantic; the codec is used
 only with the series it was measured with (`PYDANTIC_CORE_JSON`), the standard library's
 `json` otherwise.
 

@@ -252,7 +252,7 @@ class ConnectionPool:
         head.append(b"\r\n")
         head.append(body)
         payload = b"".join(head)
-        del head  # its lines would stay alive (about 1 KB) for as long as the exchange lasts
+        del head  # its lines would stay alive for as long as the exchange lasts
         slots = self._slots
         if slots is None:
             slots = self._slots = anyio.Semaphore(self._max_connections)
@@ -360,7 +360,7 @@ class ConnectionPool:
         try:
             if type(connection) is PeerConnection:
                 # Its own waits carry the deadline (one timer each): no cancel scope, which
-                # cost four times the timer (16 µs against 4, `bench_judge_client`).
+                # costs several times the timer (`bench_judge_client`; docs/benchmarks.md).
                 connection.bound(deadline)
                 try:
                     response, keep_alive = await self._transfer(

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Final, TypeVar
 import anyio
 import httpx2
 
-from .. import _validate as check
+from .. import _validate
 from ..exceptions import ResponseTooLargeError, UserError
 from ._clock import loop_time
 from ._h11 import MalformedResponseError
@@ -137,16 +137,16 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         error = self.usage_error
         values: dict[str, object] = {
-            "max_retries": check.integer(
+            "max_retries": _validate.integer(
                 "max_retries", self.max_retries, minimum=0, example=2, error=error
             ),
-            "jitter": check.number(
+            "jitter": _validate.number(
                 "jitter", self.jitter, minimum=0, maximum=1, example=0.25, error=error
             ),
-            "respect_retry_after": check.boolean(
+            "respect_retry_after": _validate.boolean(
                 "respect_retry_after", self.respect_retry_after, error=error
             ),
-            "should_retry_header": check.boolean(
+            "should_retry_header": _validate.boolean(
                 "should_retry_header", self.should_retry_header, error=error
             ),
             "retry_statuses": _statuses(self.retry_statuses, error),
@@ -156,12 +156,12 @@ class RetryPolicy:
             ("max_backoff", 5.0),
             ("max_retry_after", 60.0),
         ):
-            values[name] = check.number(
+            values[name] = _validate.number(
                 name, getattr(self, name), minimum=0, unit="seconds", example=example, error=error
             )
         if not callable(self.sleep):
             raise error(
-                f"sleep={check.shown(self.sleep)} is not callable: pass an async function of "
+                f"sleep={_validate.shown(self.sleep)} is not callable: pass an async function of "
                 "the seconds to wait, e.g. sleep=anyio.sleep"
             )
         for name, value in values.items():
@@ -251,8 +251,10 @@ async def retrying(
 def _statuses(value: object, error: type[UserError]) -> frozenset[int]:
     hint = "pass HTTP status codes, e.g. retry_statuses={429, 503}"
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise error(f"retry_statuses={check.shown(value)} is not a set: {hint}")
+        raise error(f"retry_statuses={_validate.shown(value)} is not a set: {hint}")
     statuses = frozenset(value)
     for status in statuses:
-        check.integer("retry_statuses", status, minimum=100, maximum=599, example=429, error=error)
+        _validate.integer(
+            "retry_statuses", status, minimum=100, maximum=599, example=429, error=error
+        )
     return statuses

@@ -21,8 +21,9 @@ carried it:
 
 Either way the answer is a `RawResponse`; an error status is a `StatusError` (retried or not by
 the policy, then the adapter's `ModelHTTPError`), no answer is httpx2's transport error, and the
-SDKs' own error types never leave this module (`sdk_failure`). A batch's 429 is not retried
-while `rate_limit.active()`: the batch's limiter pauses every call and retries that one.
+SDKs' own error types never leave this module (`sdk_failure`). A wire made by
+`without_rate_limit_retries()` gives a 429 back at once: a rate limiter above it (a batch's
+`RateLimitedModel`) pauses every call and retries that one, at its own pace.
 
 `JSONObject` and `sdk_body` read a 200's body the way both SDKs' lenient models hand it over,
 without building them.
@@ -38,7 +39,6 @@ from typing import Any, ClassVar, Final, TypeVar
 import anyio
 import httpx2
 
-from .. import rate_limit
 from . import _json
 from ._clock import NO_LIMIT
 from ._pool import ConnectionPool, HeaderLines, RawResponse
@@ -308,14 +308,22 @@ class VendorWire:
         vendor: the SDK's types (for stream openings).
     """
 
-    __slots__ = ("_policy", "_post", "_vendor", "path")
+    __slots__ = ("_policy", "_post", "_vendor", "leaves_429", "path")
 
-    def __init__(self, post: VendorPost, policy: RetryPolicy, vendor: Vendor) -> None:
+    def __init__(
+        self, post: VendorPost, policy: RetryPolicy, vendor: Vendor, *, leaves_429: bool = False
+    ) -> None:
         self._post = post
         self._policy = policy
         self._vendor = vendor
         self.path = post.path
         """Which path whole responses take: `"lean"` (the raw core) or `"public"` (the SDK's)."""
+        self.leaves_429 = leaves_429
+        """Whether a 429 is given back at once, to a rate limiter above (never retried here)."""
+
+    def without_rate_limit_retries(self) -> VendorWire:
+        """This wire, on the same path and connections, giving a 429 back at once."""
+        return VendorWire(self._post, self._policy, self._vendor, leaves_429=True)
 
     async def post(self, body: dict[str, Any], *, deadline: float = NO_LIMIT) -> RawResponse:
         """The 2xx answer to `body`, once retrying is over; `deadline` bounds all of it.
@@ -361,11 +369,11 @@ class VendorWire:
 
     def _retries(self, failure: BaseException) -> bool:
         if (
-            isinstance(failure, StatusError)
+            self.leaves_429
+            and isinstance(failure, StatusError)
             and failure.response.status_code == 429
-            and rate_limit.active()
         ):
-            return False  # the batch's limiter pauses every call and retries this one
+            return False  # the limiter above pauses every call and retries this one
         return self._policy.retries(failure)
 
     def _note(self, failure: BaseException, retry: int, delay: float) -> None:
@@ -392,7 +400,7 @@ class JSONObject:
     """A decoded JSON object, read like the SDKs' lenient models (built with `construct`).
 
     Keys are attributes, an absent key is `None`, nested objects and arrays are wrapped alike;
-    the adapters check every value as they read it (`_stream_items.Reader`), exactly as they
+    the adapters check every value as they read it (`_reading.Reader`), exactly as they
     check the SDKs' objects.
 
     Wrapped once, when built, into the instance's `__dict__`: a whole response is read through

@@ -26,6 +26,8 @@ from .self_refine import SelfRefineAdvisor as SelfRefineAdvisor
 from .self_refine import SelfRefineFailedError as SelfRefineFailedError
 from .tool_calling import TOOL_CALLING_ORDER as TOOL_CALLING_ORDER
 from .tool_calling import ToolCallingAdvisor as ToolCallingAdvisor
+from .tool_index import TOOL_INDEX_ORDER as TOOL_INDEX_ORDER
+from .tool_index import ToolIndex as ToolIndex
 
 __all__ = [
     "DEFAULT_RETRIEVAL_TEMPLATE",
@@ -34,6 +36,7 @@ __all__ = [
     "LOWEST_PRECEDENCE",
     "MEMORY_ORDER",
     "TOOL_CALLING_ORDER",
+    "TOOL_INDEX_ORDER",
     "Attempt",
     "BaseAdvisor",
     "CallAdvisor",
@@ -52,4 +55,5 @@ __all__ = [
     "SelfRefineFailedError",
     "StreamAdvisor",
     "ToolCallingAdvisor",
+    "ToolIndex",
 ]

@@ -32,8 +32,9 @@ from .. import _validate
 from .._request import ChatClientRequest, ChatClientResponse
 from ..exceptions import StreamingNotSupportedError, UserError
 from ..messages import Prompt
-from ..rate_limit import call_model
-from ..telemetry import InstrumentedModel, Telemetry, check_response, mark_failed
+from ..models.instrumented import InstrumentedModel
+from ..models.wrapper import check_response
+from ..telemetry import Telemetry, mark_failed
 from ..tools import tool_definitions
 
 if TYPE_CHECKING:
@@ -204,11 +205,7 @@ class ModelLink:
     async def call(self, request: ChatClientRequest) -> ChatClientResponse:
         """Call the model once."""
         prompt = self.prepare(request)
-        # The batch's model limiter (if any) wraps the instrumented call, so the `chat` span
-        # covers the wait for a slot too, as the caller experiences it.
-        response = await call_model(
-            self.instrumented, prompt, parent=self.parent, context=request.context
-        )
+        response = await self.instrumented.call(prompt, parent=self.parent, context=request.context)
         return ChatClientResponse(check_response(self.model, response), request.context)
 
     async def stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:

@@ -467,18 +467,19 @@ class _Eval:
     ) -> EvalReport:
         from ..evals import evaluate
 
-        with batch_limits(self.args):  # the cases' tasks inherit the limits
-            return await evaluate(
-                todo,
-                client,
-                judge=self.args.eval_judge,
-                grader=grader,
-                max_repeat_attempts=self.config.refine.max_repeat_attempts,
-                concurrency=self._concurrency(),
-                on_result=on_result,
-                check_timeout=self.args.check_timeout,
-                strategy=CONTROL if self.args.control else None,
-            )
+        # The model, the config's judge and the grader, each under its limiter (if any).
+        limits = batch_limits(self.args)
+        return await evaluate(
+            todo,
+            limits.on_client(client),
+            judge=self.args.eval_judge,
+            grader=None if grader is None else limits.on_judge_client(grader),
+            max_repeat_attempts=self.config.refine.max_repeat_attempts,
+            concurrency=self._concurrency(),
+            on_result=on_result,
+            check_timeout=self.args.check_timeout,
+            strategy=CONTROL if self.args.control else None,
+        )
 
     def _concurrency(self) -> int:
         if self.args.concurrency is not None:

@@ -23,7 +23,6 @@ error: it is kept. `--restart` runs everything again.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -32,18 +31,18 @@ import time
 import traceback
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
 from .._fanout import BatchResult, iter_all
-from ..batch import RefineSummary, refine_iter
+from ..batch import BatchLimits, RefineSummary, refine_iter
 from ..client import ChatClient
 from ..exceptions import JevrefineError, UserError
 from ..judge.calibration import CALIBRATION_PAIRS
 from ..messages import ChatOptions
-from ..rate_limit import RateLimit, RateLimiter, installed
+from ..rate_limit import RateLimit, RateLimiter
 from ._calibration import wants_calibration
 from ._config import CliConfig, ConfigError, Models, load_config, missing_key, open_models
 from ._io import (
@@ -160,10 +159,11 @@ def _per_minute(text: str) -> float:
     return value
 
 
-def batch_limits(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
-    """The limits the flags ask for, as a context: every call made inside it is limited.
+def batch_limits(args: argparse.Namespace) -> BatchLimits:
+    """The limits the flags ask for (`--model-rpm`, `--judge-tpm`, ...), one limiter each.
 
-    The batch's tasks inherit the context, so its model and judge calls share the limiters.
+    Put around the batch's model and judge (`BatchLimits.on_client`, `on_judge`), they are
+    shared by every call of the run.
     """
     limiters: list[RateLimiter | None] = []
     for who in ("model", "judge"):
@@ -176,7 +176,7 @@ def batch_limits(args: argparse.Namespace) -> contextlib.AbstractContextManager[
         except UserError as exc:
             raise ConfigError(f"--{who}-rpm/--{who}-tpm: {exc}") from None
         limiters.append(RateLimiter(limit, name=who))
-    return installed(limiters[0], limiters[1])
+    return BatchLimits(model=limiters[0], judge=limiters[1])
 
 
 def _model_flags(parser: argparse.ArgumentParser) -> None:
@@ -375,12 +375,13 @@ class _Batch:
                 self.started = True
                 if wants_calibration(models):
                     await self._show_calibration(models)
-                with self.bar(total), batch_limits(args):
+                limits = batch_limits(args)
+                with self.bar(total):
                     if self.judging:
                         assert models.judge is not None
-                        await self._judge_all(models.judge, records, out)
+                        await self._judge_all(limits.on_judge(models.judge), records, out)
                     else:
-                        client = self._client(models.model, models.judge)
+                        client = limits.on_client(self._client(models.model, models.judge))
                         await self._refine_all(client, records, out)
                 where = models.description
                 self._summary(where)
@@ -414,8 +415,9 @@ class _Batch:
         config = self.config
         async with open_models(config, local_slots=config.concurrency(), judge_only=True) as models:
             self.started = True
-            with batch_limits(self.args):
-                calibration = await self._show_calibration(models, refresh=True)
+            if models.judge is not None:  # its calls under the --judge-* limits, if any
+                models = replace(models, judge=batch_limits(self.args).on_judge(models.judge))
+            calibration = await self._show_calibration(models, refresh=True)
         return EXIT_FAILURES if calibration.near_chance else EXIT_OK
 
     def _client(self, model: Any, judge: Judge | None) -> ChatClient:

@@ -9,7 +9,7 @@ bound jsonschema, which calls `re` itself. So these checks run in `_check_worker
 Python process of its own, with exactly `re`'s and jsonschema's semantics; the event loop only
 waits on a pipe, so cancellation and Ctrl-C work at once, and a check that takes longer than
 its bound has the process killed (a fresh one starts for the next check). The bound counts the
-check alone: the worker's start (about 0.2 s) is not part of it.
+check alone: the worker's start (a Python interpreter's) is not part of it.
 
 `python` assertions are user code, trusted like the case file that names them (see the evals
 guide). A sync function runs in a daemon thread and an async one on the loop, both under the

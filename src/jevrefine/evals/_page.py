@@ -756,7 +756,7 @@ def fact_text(key: str, value: object) -> str:
     if value is None:
         return "default"
     if key == "date" and isinstance(value, str) and _ISO_UTC.fullmatch(value):
-        return value.replace("T", " ")[:-1] + " UTC"  # 2026-12-01T10:22:03Z, as people read it
+        return value.replace("T", " ")[:-1] + " UTC"  # `YYYY-MM-DDTHH:MM:SSZ`, as people read it
     if isinstance(value, bool):
         return "yes" if value else "no"
     if key.endswith("_s") and is_real(value):

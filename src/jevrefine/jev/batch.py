@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import _validate as check
+from .. import _validate
 from .._fanout import BatchResult, run_all
 from ..exceptions import UserError
 
@@ -52,10 +52,10 @@ async def system_one_all(
         print(result.index, result.unwrap().noul("is_grounded").noul if result.ok else result.error)
     ```
     """
-    check.boolean("fail_fast", fail_fast)
+    _validate.boolean("fail_fast", fail_fast)
     if isinstance(requests, str | bytes) or not isinstance(requests, Sequence):
         raise UserError(
-            f"requests={check.shown(requests)} is not a list: pass [SystemOneRequest(state, "
+            f"requests={_validate.shown(requests)} is not a list: pass [SystemOneRequest(state, "
             "questions), ...]"
         )
     for i, request in enumerate(requests):

@@ -28,7 +28,7 @@ import anyio
 import httpx2
 from pydantic_core import from_json, to_json
 
-from .. import _validate as check
+from .. import _validate
 from .._closing import AsyncClosing
 from .._http import (
     DeadlineExpired,
@@ -119,7 +119,7 @@ def _json_fallback(value: Any) -> Any:
 
 
 def _resolve_key(api_key: object) -> str:
-    api_key = check.secret("api_key", api_key, error=JudgeUsageError)
+    api_key = _validate.secret("api_key", api_key, error=JudgeUsageError)
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "").strip()
     if api_key is None and not key:
         raise JudgeUsageError(
@@ -193,13 +193,13 @@ class JudgeClient(AsyncClosing):
     ) -> None:
         key = _resolve_key(api_key)
         error = JudgeUsageError
-        self._retry = check.instance(
+        self._retry = _validate.instance(
             "retry", retry, RetryPolicy, example="RetryPolicy(max_retries=2)", error=error
         )
-        self._timeout = check.number(
+        self._timeout = _validate.number(
             "timeout", timeout, above=0, unit="seconds", example=10.0, error=error
         )
-        self._total_timeout = check.number(
+        self._total_timeout = _validate.number(
             "total_timeout",
             total_timeout,
             above=0,
@@ -208,12 +208,12 @@ class JudgeClient(AsyncClosing):
             example=30.0,
             error=error,
         )
-        self._max_concurrency = check.integer(
+        self._max_concurrency = _validate.integer(
             "max_concurrency", max_concurrency, minimum=1, optional=True, example=16, error=error
         )
-        base_url = check.text("base_url", base_url, optional=True, error=error)
-        model = check.text("model", model, optional=True, example="jev-latest", error=error)
-        root = check.http_root(
+        base_url = _validate.text("base_url", base_url, optional=True, error=error)
+        model = _validate.text("model", model, optional=True, example="jev-latest", error=error)
+        root = _validate.http_root(
             "base_url",
             base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL,
             example=DEFAULT_BASE_URL,
@@ -233,7 +233,7 @@ class JudgeClient(AsyncClosing):
         self._secret = key or None
         self._secret_bytes = self._secret.encode("ascii") if self._secret else None
         if http_client is not None:
-            check.instance(
+            _validate.instance(
                 "http_client",
                 http_client,
                 httpx2.AsyncClient,

@@ -21,11 +21,15 @@ answers first, then compares); `calibrate` measures a judge on known right and w
 Patterns on top (after the seed library's): `Judge(..., escalate_to=stronger_client)` re-asks
 the criteria the first client was unsure about; `ConfidenceGate` decides to execute, confirm or
 escalate from an answer's confidence; `CompositeScore` ranks by weighted scores; `Evaluator`
-puts a judge behind a pass/score/feedback interface; `ToolIndex` offers the model only the
-tools Jev finds applicable.
+puts a judge behind a pass/score/feedback interface; `select_tools` decides which of a request's
+tools Jev finds applicable (the advisor that offers the model only those is the chain's:
+`jevrefine.advisors.ToolIndex`; `jevrefine.judge.ToolIndex` still works, with a
+`DeprecationWarning`). `RateLimitedJudgeClient` holds any client to a provider's limits.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ._escalation import DEFAULT_ESCALATE_BELOW as DEFAULT_ESCALATE_BELOW
 from ._explain import JudgeExample as JudgeExample
@@ -56,9 +60,11 @@ from .patterns import PairwiseResult as PairwiseResult
 from .patterns import QuestionStats as QuestionStats
 from .patterns import consistency as consistency
 from .patterns import pairwise as pairwise
-from .tool_index import ToolIndex as ToolIndex
-from .tool_index import ToolMatch as ToolMatch
-from .tool_index import ToolSelection as ToolSelection
+from .rate_limited import RateLimitedJudgeClient as RateLimitedJudgeClient
+from .tool_index import moved_to_advisors
+from .tool_selection import ToolMatch as ToolMatch
+from .tool_selection import ToolSelection as ToolSelection
+from .tool_selection import select_tools as select_tools
 from .verdict import Finding as Finding
 from .verdict import Outcome as Outcome
 from .verdict import Verdict as Verdict
@@ -86,7 +92,7 @@ __all__ = [
     "PairwiseResult",
     "QuestionCriterion",
     "QuestionStats",
-    "ToolIndex",
+    "RateLimitedJudgeClient",
     "ToolMatch",
     "ToolSelection",
     "Verdict",
@@ -99,4 +105,10 @@ __all__ = [
     "rating_judge",
     "reference_judge",
     "score",
+    "select_tools",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # `ToolIndex` (deprecated here): the advisor, from `jevrefine.advisors`, with a warning.
+    return moved_to_advisors(__name__, name)

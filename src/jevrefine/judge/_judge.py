@@ -25,12 +25,11 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from .. import _validate as check_arg
+from .. import _validate
 from ..jev.errors import JudgeUsageError
 from ..jev.protocol import SystemOneClient
 from ..jev.questions import Noul, Score
 from ..jev.responses import check_answers
-from ..rate_limit import call_judge
 from ._escalation import DEFAULT_ESCALATE_BELOW, escalate, needs_escalation
 from ._explain import FailureExplainer, explain_failed
 from ._input import JudgeInput
@@ -152,7 +151,7 @@ class Judge:
             raise JudgeUsageError("criteria must be a list of noul(), score(), choice(), check()")
         if feedback_renderer is not None and not callable(feedback_renderer):
             raise JudgeUsageError(
-                f"feedback_renderer={check_arg.shown(feedback_renderer)} is not callable: pass "
+                f"feedback_renderer={_validate.shown(feedback_renderer)} is not callable: pass "
                 "a function of the Verdict returning the feedback text, or None"
             )
         self.client = client
@@ -168,9 +167,9 @@ class Judge:
                 "JudgeClient() (Jev) or ModelJudgeClient(chat_model) first; a judge of code "
                 "checks alone needs none"
             )
-        self.fail_fast = check_arg.boolean("fail_fast", fail_fast, error=JudgeUsageError)
+        self.fail_fast = _validate.boolean("fail_fast", fail_fast, error=JudgeUsageError)
         """Skip the judging call once a code check failed."""
-        self.min_confidence = check_arg.number(
+        self.min_confidence = _validate.number(
             "min_confidence",
             min_confidence,
             minimum=0,
@@ -180,12 +179,12 @@ class Judge:
             error=JudgeUsageError,
         )
         """The least supporting share of a conclusive choice or score."""
-        self.fail_on_inconclusive = check_arg.boolean(
+        self.fail_on_inconclusive = _validate.boolean(
             "fail_on_inconclusive", fail_on_inconclusive, error=JudgeUsageError
         )
         """Whether INCONCLUSIVE counts as failed."""
         if fail_on_error is not None:
-            check_arg.boolean("fail_on_error", fail_on_error, error=JudgeUsageError)
+            _validate.boolean("fail_on_error", fail_on_error, error=JudgeUsageError)
             warnings.warn(
                 "Judge(fail_on_error=...) has no effect and will be removed: no judge produces "
                 "an ERROR finding (an answer the judge could not give raises JudgeResponseError)",
@@ -194,7 +193,7 @@ class Judge:
             )
         self.feedback_renderer: FeedbackRenderer = feedback_renderer or render_feedback
         """Renders a failed verdict's feedback."""
-        self.model = check_arg.text(
+        self.model = _validate.text(
             "model", model, optional=True, example="jev-latest", error=JudgeUsageError
         )
         """The judge model asked (`None`: the client's default)."""
@@ -205,7 +204,7 @@ class Judge:
             )
         self.escalate_to = escalate_to
         """The stronger client for unsure criteria, or `None` (no escalation)."""
-        self.escalate_below = check_arg.number(
+        self.escalate_below = _validate.number(
             "escalate_below",
             escalate_below,
             minimum=0,
@@ -214,7 +213,7 @@ class Judge:
             error=JudgeUsageError,
         )
         """The least support of a first-client verdict that is kept."""
-        self.escalate_model = check_arg.text(
+        self.escalate_model = _validate.text(
             "escalate_model",
             escalate_model,
             optional=True,
@@ -274,9 +273,7 @@ class Judge:
         if plan.send:
             assert self.client is not None  # a judge without one holds no questions
             questions = {c.name: c.question for c in plan.send}
-            response = await call_judge(
-                self.client, plan.input.state(), questions, model=self.model
-            )
+            response = await self.client.system_one(plan.input.state(), questions, model=self.model)
             # Whatever the client: an answer that does not fit the questions is no verdict.
             check_answers(response, questions)
         decided: dict[str, Finding] = {}
@@ -402,7 +399,7 @@ def rating_judge(
     """
     from .model_judge import ModelJudgeClient
 
-    success_rating = check_arg.integer(
+    success_rating = _validate.integer(
         "success_rating", success_rating, minimum=1, maximum=4, example=3, error=JudgeUsageError
     )
     rubric = Score(RATING_QUESTION, levels=list(RATING_LEVELS))
@@ -458,7 +455,7 @@ def reference_judge(
     """
     from .model_judge import DEFAULT_SYSTEM_PROMPT, ModelJudgeClient
 
-    least = check_arg.number(
+    least = _validate.number(
         "minimum", minimum, minimum=0, maximum=1, example=0.5, error=JudgeUsageError
     )
     system = REFERENCE_GRAMMAR_SYSTEM if constraint == "grammar" else DEFAULT_SYSTEM_PROMPT

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from .. import _validate as check_arg
+from .. import _validate
 from ..jev.errors import JudgeUsageError
 from ._input import JudgeInput
 
@@ -157,7 +157,7 @@ async def calibrate(
         JudgeUsageError: `pairs` is empty or holds something other than `KnownPair`s.
         JudgeError: a judging call failed (nothing is counted then).
     """
-    concurrency = check_arg.integer(
+    concurrency = _validate.integer(
         "concurrency", concurrency, minimum=1, example=4, error=JudgeUsageError
     )
     known = tuple(pairs) if isinstance(pairs, Sequence) and not isinstance(pairs, str) else ()

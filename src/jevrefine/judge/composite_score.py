@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from .. import _validate as check
+from .. import _validate
 from ..exceptions import UserError
 from ..jev.responses import ScoreAnswer, SystemOneResponse
 
@@ -56,14 +56,14 @@ class CompositeScore:
     ) -> None:
         if not isinstance(weights, Mapping) or not weights:
             raise UserError(
-                f"weights={check.shown(weights)}: pass score question id -> weight, e.g. "
+                f"weights={_validate.shown(weights)}: pass score question id -> weight, e.g. "
                 '{"python_depth": 0.6, "system_design": 0.4}'
             )
         checked: dict[str, float] = {}
         for name, weight in weights.items():
-            name = check.text("a weight's name", name, nonblank=True, example="python_depth")
-            checked[name] = check.number(f"weights[{name!r}]", weight, minimum=0, example=0.4)
-        allow = check.boolean("allow_unnormalised_weights", allow_unnormalised_weights)
+            name = _validate.text("a weight's name", name, nonblank=True, example="python_depth")
+            checked[name] = _validate.number(f"weights[{name!r}]", weight, minimum=0, example=0.4)
+        allow = _validate.boolean("allow_unnormalised_weights", allow_unnormalised_weights)
         total = math.fsum(checked.values())
         if total <= 0:
             raise UserError("every weight is 0: give at least one dimension a positive weight")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
-from .. import _validate as check
+from .. import _validate
 from ..exceptions import UserError
 from ..jev.responses import ChoiceAnswer
 
@@ -49,7 +49,7 @@ class GateDecision(enum.Enum):
 
 
 def _confidence(name: str, value: object) -> float:
-    return check.number(name, value, minimum=0, maximum=1, example=0.85)
+    return _validate.number(name, value, minimum=0, maximum=1, example=0.85)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,12 +75,12 @@ class ConfidenceGate:
         floor = _confidence("floor", self.floor)
         if not isinstance(self.require, Mapping):
             raise UserError(
-                f"require={check.shown(self.require)} is not a mapping: pass action -> "
+                f"require={_validate.shown(self.require)} is not a mapping: pass action -> "
                 'confidence, e.g. {"transfer_funds": 0.85}'
             )
         required: dict[str, float] = {}
         for action, value in self.require.items():
-            action = check.text("an action of require", action, nonblank=True, example="refund")
+            action = _validate.text("an action of require", action, nonblank=True, example="refund")
             needed = _confidence(f"require[{action!r}]", value)
             if needed < floor:
                 raise UserError(
@@ -101,7 +101,7 @@ class ConfidenceGate:
 
         ESCALATE below the floor; EXECUTE at or above what the action demands; CONFIRM between.
         """
-        action = check.text("action", action, nonblank=True, example="refund")
+        action = _validate.text("action", action, nonblank=True, example="refund")
         value = _confidence("confidence", confidence)
         if value < self.floor:
             return GateDecision.ESCALATE

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from .. import _validate as check_arg
+from .. import _validate
 from ..jev.errors import JudgeUsageError
 from ..jev.questions import Choice, Content, Noul, Question, Score
 from ..jev.responses import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
@@ -75,7 +75,7 @@ def _text(content: Content) -> str:
 
 
 def _check_name(name: object) -> str:
-    return check_arg.text("name", name, nonblank=True, example="is_grounded", error=JudgeUsageError)
+    return _validate.text("name", name, nonblank=True, example="is_grounded", error=JudgeUsageError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +268,7 @@ def _checked_name(builder: str, name: object, question: object, kind: type) -> s
 
 def _minimum(builder: str, value: object, maximum: float, example: float) -> float:
     try:
-        return check_arg.number(
+        return _validate.number(
             "minimum", value, minimum=0, maximum=maximum, example=example, error=JudgeUsageError
         )
     except JudgeUsageError as exc:
@@ -353,7 +353,7 @@ def score(
     name = _checked_name("score", name, question, Score)
     # The upper bound is the highest level: a minimum above it could never pass.
     least = _minimum(f"score({name!r})", minimum, question.max_level, 1.0)
-    decide_by = check_arg.choice("decide_by", decide_by, ("mass", "level"), error=JudgeUsageError)
+    decide_by = _validate.choice("decide_by", decide_by, ("mass", "level"), error=JudgeUsageError)
     conditions = _conditions(applies_when, when_passed, when_chosen)
     return QuestionCriterion(name, question, least, (), *conditions, decide_by=decide_by)
 

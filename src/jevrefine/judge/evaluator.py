@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _validate as check
+from .. import _validate
 from ..exceptions import UserError
 from ._input import JudgeInput
 from ._judge import Judge
@@ -80,8 +80,8 @@ class Evaluator:
         Raises:
             JudgeError: the judging call failed.
         """
-        check.text("user_text", user_text)
-        check.text("response_content", response_content)
+        _validate.text("user_text", user_text)
+        _validate.text("response_content", response_content)
         if isinstance(documents, str) or not isinstance(documents, Sequence):
             raise UserError("documents must be a list of texts or documents, not a single str")
         verdict = await self.judge.evaluate(

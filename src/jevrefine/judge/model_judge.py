@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
 
-from .. import _validate as check
+from .. import _validate
 from ..jev.errors import JudgeResponseError, JudgeTimeoutError, JudgeUsageError
 from ..jev.questions import Content, Question, State, check_system_one_args, questions_to_wire
 from ..jev.responses import (
@@ -47,7 +47,8 @@ from ..messages import (
     UserMessage,
 )
 from ..models.base import ChatModel
-from ..telemetry import InstrumentationSettings, Telemetry, instrument_model
+from ..models.instrumented import instrument_model
+from ..telemetry import InstrumentationSettings, Telemetry
 from ._explain import JudgeExample, explain_prompt, explanation_of, render_examples
 from ._reference import (
     ReferenceCache,
@@ -321,36 +322,36 @@ class ModelJudgeClient:
         instrumentation: InstrumentationSettings | None = None,
     ) -> None:
         if not isinstance(chat_model, ChatModel):
-            raise check.wrong_type(
+            raise _validate.wrong_type(
                 "chat_model",
                 chat_model,
                 "a ChatModel",
                 example="OpenAIChatModel('gpt-4o-mini')",
                 error=JudgeUsageError,
             )
-        self._concurrency = check.integer(
+        self._concurrency = _validate.integer(
             "concurrency", concurrency, minimum=1, example=4, error=JudgeUsageError
         )
         self._limiter: anyio.CapacityLimiter | None = None
-        self._constraint = check.choice(
+        self._constraint = _validate.choice(
             "constraint", constraint, ("json_schema", "grammar"), error=JudgeUsageError
         )
-        self._logprobs = check.boolean("logprobs", logprobs, error=JudgeUsageError)
-        self._top_logprobs = check.integer(
+        self._logprobs = _validate.boolean("logprobs", logprobs, error=JudgeUsageError)
+        self._top_logprobs = _validate.integer(
             "top_logprobs", top_logprobs, minimum=1, maximum=20, example=20, error=JudgeUsageError
         )
-        self._system_prompt = check.text(
+        self._system_prompt = _validate.text(
             "system_prompt", system_prompt, nonblank=True, error=JudgeUsageError
         )
-        self._temperature = check.number(
+        self._temperature = _validate.number(
             "temperature", temperature, minimum=0, maximum=2, example=0.0, error=JudgeUsageError
         )
         self._examples = _checked_examples(examples)
-        self.explain_failures = check.boolean(
+        self.explain_failures = _validate.boolean(
             "explain_failures", explain_failures, error=JudgeUsageError
         )
         """Whether a `Judge` asks this client for written feedback on failed criteria."""
-        self._score_starts_at = check.integer(
+        self._score_starts_at = _validate.integer(
             "score_starts_at",
             score_starts_at,
             minimum=0,
@@ -358,7 +359,7 @@ class ModelJudgeClient:
             example=1,
             error=JudgeUsageError,
         )
-        self.reference_answers = check.boolean(
+        self.reference_answers = _validate.boolean(
             "reference_answers", reference_answers, error=JudgeUsageError
         )
         """Whether the model writes a reference answer first (reference-guided judging)."""
@@ -553,14 +554,14 @@ def _checked_examples(
         return {}
     if not isinstance(examples, Mapping):
         raise JudgeUsageError(
-            f"examples={check.shown(examples)} is not a dict: pass question id -> "
+            f"examples={_validate.shown(examples)} is not a dict: pass question id -> "
             "[JudgeExample(state, answer), ...], or None"
         )
     found: dict[str, tuple[JudgeExample, ...]] = {}
     for qid, shots in examples.items():
         if isinstance(shots, str | bytes) or not isinstance(shots, Sequence):
             raise JudgeUsageError(
-                f"examples[{qid!r}]={check.shown(shots)} is not a list: pass "
+                f"examples[{qid!r}]={_validate.shown(shots)} is not a list: pass "
                 "[JudgeExample(state, answer), ...]"
             )
         found[qid] = tuple(shots)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 
-from .. import _validate as check
+from .. import _validate
 from .._fanout import BatchResult
 from ..exceptions import UserError
 from ..jev.batch import SystemOneRequest, system_one_all
@@ -113,8 +113,8 @@ async def pairwise(
         ("answer_b", answer_b),
         ("criteria", criteria),
     ):
-        check.text(name, value)
-    model = check.text("model", model, optional=True, example="jev-latest")
+        _validate.text(name, value)
+    model = _validate.text("model", model, optional=True, example="jev-latest")
     questions: dict[str, Question] = {PAIRWISE_QUESTION_ID: _pairwise_question(criteria)}
     states = (
         {"user_question": question, "answer_1": answer_a, "answer_2": answer_b},
@@ -248,8 +248,8 @@ async def consistency(
         concurrency: At most this many calls in flight.
         model: The judge model (default: the client's).
     """
-    samples = check.integer("samples", samples, minimum=1, maximum=1000, example=15)
-    model = check.text("model", model, optional=True, example="jev-latest")
+    samples = _validate.integer("samples", samples, minimum=1, maximum=1000, example=15)
+    model = _validate.text("model", model, optional=True, example="jev-latest")
     requests = [SystemOneRequest(_sample_state(state), questions, model) for _ in range(samples)]
     results = await system_one_all(client, requests, concurrency=concurrency)
     failures = tuple(r for r in results if not r.ok)

@@ -26,7 +26,7 @@ from typing import Final, TypeVar
 
 import anyio
 
-from .._validate import integer, number
+from .. import _validate
 from ..exceptions import ModelTimeoutError
 
 _Item = TypeVar("_Item")
@@ -85,11 +85,13 @@ class Deadlines:
         Raises:
             UserError: a value that is not a positive, finite number of seconds.
         """
-        per_read = number("timeout", timeout, above=0, optional=True, unit="seconds", example=30.0)
-        total = number(
+        per_read = _validate.number(
+            "timeout", timeout, above=0, optional=True, unit="seconds", example=30.0
+        )
+        total = _validate.number(
             "total_timeout", total_timeout, above=0, optional=True, unit="seconds", example=120.0
         )
-        whole_stream = number(
+        whole_stream = _validate.number(
             "stream_timeout", stream_timeout, above=0, optional=True, unit="seconds", example=300.0
         )
         attempt = SDK_DEFAULT_TIMEOUT if per_read is None else per_read
@@ -104,7 +106,7 @@ def check_max_retries(value: object) -> int:
     Raises:
         UserError: anything else.
     """
-    return integer("max_retries", value, minimum=0, example=2)
+    return _validate.integer("max_retries", value, minimum=0, example=2)
 
 
 class Pace:

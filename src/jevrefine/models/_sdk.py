@@ -3,20 +3,32 @@
 `OpenAIChatModel` and `AnthropicChatModel` differ in their SDKs, not in what they give back on
 `aclose()` (the key's registration with the log scrubber, the clients they built), in how they
 turn jevrefine's read-only values into JSON for a request, in the chunk a stream yields for a
-piece of text, or in how they close an SDK stream: those are written once, here.
+piece of text, in how they close an SDK stream, or in how they leave 429s to a rate limiter:
+those are written once, here.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._http._headers import url_password
 from ..messages import AssistantMessage, ChatResponse, ChatResponseMetadata, Generation
 from ._log_scrub import register_key, unregister_key
 
-__all__ = ["Holdings", "close_stream", "plain", "text_chunk"]
+if TYPE_CHECKING:
+    from .._http._vendor import VendorWire
+
+__all__ = ["Holdings", "close_stream", "leaving_429", "plain", "text_chunk"]
+
+
+class _Wired(Protocol):
+    _wire: VendorWire
+
+
+_W = TypeVar("_W", bound=_Wired)
 
 
 class _Closable(Protocol):
@@ -96,3 +108,14 @@ async def close_stream(stream: Any) -> None:
             await iterator.aclose()
     finally:
         await stream.close()
+
+
+def leaving_429(adapter: _W) -> _W:
+    """A copy of `adapter` whose wire gives a 429 back at once (`without_rate_limit_retries`).
+
+    Everything else is shared: the SDK clients, the connections, the settings, and what
+    `aclose()` releases (closing either closes both; a `RateLimitedModel` closes neither).
+    """
+    sibling = copy.copy(adapter)
+    sibling._wire = adapter._wire.without_rate_limit_retries()
+    return sibling

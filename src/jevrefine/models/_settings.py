@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import _validate
 from .._http._bounded import check_max_response_bytes
-from .._validate import secret, text
 from ..exceptions import UserError
 from ..messages import ChatOptions
 from ._deadlines import Deadlines, check_max_retries
@@ -56,9 +56,9 @@ class AdapterSettings:
         max_response_bytes: object,
     ) -> AdapterSettings:
         """Check every argument; the first bad one raises `UserError`."""
-        checked_model = text("model", model, nonblank=True, example=model_example)
-        checked_url = text("base_url", base_url, optional=True, example=base_url_example)
-        key = secret("api_key", api_key)
+        checked_model = _validate.text("model", model, nonblank=True, example=model_example)
+        checked_url = _validate.text("base_url", base_url, optional=True, example=base_url_example)
+        key = _validate.secret("api_key", api_key)
         cap = check_max_response_bytes(max_response_bytes)
         retries = check_max_retries(max_retries)
         if options is not None and not isinstance(options, ChatOptions):

@@ -44,7 +44,7 @@ import json
 import os
 import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, Self
 
 import httpx2
 
@@ -56,6 +56,7 @@ except ImportError as _import_error:
         'AnthropicChatModel needs the anthropic package: pip install "jevrefine[anthropic]"'
     ) from _import_error
 
+from .. import _validate
 from .._http import DeadlineExpired, MalformedResponseError, RawResponse, loop_time
 from .._http._bounded import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -66,7 +67,6 @@ from .._http._headers import parse_retry_after, redact_error, safe_headers
 from .._http._retry import StatusError
 from .._http._vendor import JSONObject, VendorWire, sdk_body, unwrapped
 from .._http._vendor_anthropic import anthropic_wire
-from .._validate import integer
 from ..exceptions import (
     IncompleteResponseError,
     ModelConnectionError,
@@ -92,9 +92,9 @@ from ..messages import (
     concat_chunks,
 )
 from ._deadlines import END, Pace, call_expired
-from ._sdk import Holdings, close_stream, plain, text_chunk
+from ._reading import Reader, UnreadableValueError, unreadable_items_raise
+from ._sdk import Holdings, close_stream, leaving_429, plain, text_chunk
 from ._settings import AdapterSettings
-from ._stream_items import Reader, UnreadableValueError, unreadable_items_raise
 from .base import ChatModel
 
 __all__ = ["AnthropicChatModel"]
@@ -229,7 +229,9 @@ class AnthropicChatModel(ChatModel):
             stream_timeout=stream_timeout,
             max_response_bytes=max_response_bytes,
         )
-        max_tokens = integer("max_tokens", max_tokens, minimum=1, example=DEFAULT_MAX_TOKENS)
+        max_tokens = _validate.integer(
+            "max_tokens", max_tokens, minimum=1, example=DEFAULT_MAX_TOKENS
+        )
         self._deadlines = settings.deadlines
         self._model = settings.model
         self._max_tokens = max_tokens
@@ -288,6 +290,15 @@ class AnthropicChatModel(ChatModel):
         if url.port is not None:
             return url.port
         return 80 if url.scheme == "http" else 443
+
+    def without_rate_limit_retries(self) -> Self:
+        """This model, on the same connections, giving a 429 back at once (not retried).
+
+        What a rate limiter above it asks for (`RateLimitedModel`): the limiter pauses every
+        call sharing it and retries the call itself. Everything else, other retries included,
+        is this model's; closing either closes both.
+        """
+        return leaving_429(self)
 
     async def aclose(self) -> None:
         """Close the SDK client, when this adapter created it."""
@@ -704,7 +715,7 @@ def _broken_stream_is_incomplete(model: str, where: str) -> Iterator[None]:
 # -- reading responses ----------------------------------------------------------------------
 #
 # Every value kept from the SDK's objects goes through the `Reader` (type, range, the key blanked
-# out), inside one `unreadable_items_raise` per response or event: see `_stream_items`.
+# out), inside one `unreadable_items_raise` per response or event: see `_reading`.
 # `anthropic.BaseModel` is what the SDK builds for a JSON object, `JSONObject` what the lean
 # request hands over for one; both are read alike.
 

@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
-from .. import _validate as check
+from .. import _validate
 from ..exceptions import UserError
 from ..jev._telemetry import PROVIDER  # a JevChatModel's call is its JudgeClient's: one name
 from ..jev.client import DEFAULT_MODEL
@@ -64,10 +64,11 @@ from ..messages import (
     ChatResponseMetadata,
     Generation,
     Prompt,
+    RenderedOutput,
     SystemMessage,
     UserMessage,
 )
-from ..structured import WRAPPER_KEY, OutputSpec, strip_format_instructions
+from ..structured import WRAPPER_KEY, strip_format_instructions
 from ..telemetry import same_call
 from ._jev_schema import check_scalar, check_schema, is_list_target
 from .base import ChatModel
@@ -174,7 +175,7 @@ class JevChatModel(ChatModel):
         ):
             if hook is not None and not callable(hook):
                 raise UserError(f"{what} must be callable, got {type(hook).__name__}")
-        model = check.text("model", model, optional=True, nonblank=True, example="jev-latest")
+        model = _validate.text("model", model, optional=True, nonblank=True, example="jev-latest")
         self._client = client
         self._questions: Mapping[str, Question] = MappingProxyType(dict(questions))
         self._state_converter = state_converter
@@ -293,7 +294,7 @@ class JevChatModel(ChatModel):
             return (), None
         return self._selected(check_schema(response_format.schema, self._questions)), None
 
-    def _check_spec(self, spec: OutputSpec[Any]) -> tuple[tuple[str, ...], str | None]:
+    def _check_spec(self, spec: RenderedOutput) -> tuple[tuple[str, ...], str | None]:
         """The reply `entity()`'s spec asks for, native or prompt-based alike."""
         schema = spec.schema
         is_list = spec.wrapped and is_list_target(schema)

@@ -23,7 +23,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Self
 
 import httpx2
 
@@ -74,9 +74,9 @@ from ..messages import (
     UserMessage,
 )
 from ._deadlines import END, Pace, call_expired
-from ._sdk import Holdings, close_stream, plain, text_chunk
+from ._reading import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
+from ._sdk import Holdings, close_stream, leaving_429, plain, text_chunk
 from ._settings import AdapterSettings
-from ._stream_items import UNREADABLE, Reader, unreadable_error, unreadable_items_raise
 from .base import ChatModel
 
 __all__ = ["OpenAIChatModel"]
@@ -295,7 +295,7 @@ class OpenAIChatModel(ChatModel):
         try:
             return _response_of(self._read, completion, model)
         except UNREADABLE as exc:
-            # One place for every value that does not read (see `_stream_items`); the server's
+            # One place for every value that does not read (see `_reading`); the server's
             # address is only worked out here, off the fast path.
             unreadable = unreadable_error(model, self._shown_url, "response", exc)
             self._redact(unreadable)
@@ -374,6 +374,15 @@ class OpenAIChatModel(ChatModel):
             raise
         except _SDK_ERRORS as exc:
             raise self._model_error(exc, model) from exc
+
+    def without_rate_limit_retries(self) -> Self:
+        """This model, on the same connections, giving a 429 back at once (not retried).
+
+        What a rate limiter above it asks for (`RateLimitedModel`): the limiter pauses every
+        call sharing it and retries the call itself. Everything else, other retries included,
+        is this model's; closing either closes both.
+        """
+        return leaving_429(self)
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this model created it (a client passed in stays open)."""
@@ -600,7 +609,7 @@ def _response_format_param(response_format: ResponseFormat) -> dict[str, Any]:
 #
 # Every value kept from the SDK's objects goes through the `Reader` (type, range, the key blanked
 # out), and all of it runs inside one `unreadable_items_raise` per response or chunk: see
-# `_stream_items`. `openai.BaseModel` is what the SDK builds for a JSON object; anything else
+# `_reading`. `openai.BaseModel` is what the SDK builds for a JSON object; anything else
 # where the API has an object (an int among the choices, `null` for a message) is refused.
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from .. import _validate as check
+from .. import _validate
 from .._request import ChatClientResponse
 from ..exceptions import UserError
 from ..jev.protocol import SystemOneClient
@@ -42,7 +42,7 @@ def _criterion(item: object, minimum: float) -> Criterion:
         return noul(criterion_name(item), Noul(item), minimum)
     raise UserError(
         f"assert_answer criteria are plain-language yes/no questions (str) or criteria built "
-        f"with noul(), score(), choice() or check(); got {check.shown(item)}"
+        f"with noul(), score(), choice() or check(); got {_validate.shown(item)}"
     )
 
 
@@ -90,7 +90,7 @@ def _input_of(
             "assert_answer judges a str, a ChatClientResponse, a ChatResponse or a JudgeInput; "
             f"got {type(answer).__name__}"
         )
-    check.text("question", question)
+    _validate.text("question", question)
     return JudgeInput(
         question,
         answer,
@@ -181,7 +181,7 @@ async def assert_answer(
         JudgeError: the judging call itself failed.
     """
     __tracebackhide__ = True
-    least = check.number("minimum", minimum, minimum=0, maximum=1, example=DEFAULT_MINIMUM)
+    least = _validate.number("minimum", minimum, minimum=0, maximum=1, example=DEFAULT_MINIMUM)
     judge_input = _input_of(answer, question, context, tool_calls, expected)
     verdict = await _judge_of(judge, criteria, least).evaluate(judge_input)
     message = failure_message(verdict, judge_input.assistant_answer)

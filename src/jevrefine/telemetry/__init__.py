@@ -7,9 +7,12 @@ the default for all of them once with `configure(...)`, or install an SDK global
 these, every call here is a cheap no-op.
 
 One concept per module: `_settings` (the frozen settings value), `_runtime` (`Telemetry`, the
-instruments built once from it), `_fastpath` (is anything listening?), `_instrumented` (the one
-wrapper that records model calls), `_calls` (one call's span and metrics, error naming),
-`_content` (opt-in content), `_events`, `_names`. Message content is recorded only on opt-in:
+instruments built once from it), `_fastpath` (is anything listening?), `_calls` (one call's
+span and metrics, error naming), `_content` (opt-in content), `_events`, `_names`. The wrapper
+that records every model call with these is a model: `jevrefine.models.InstrumentedModel`
+(`instrument_model(model, telemetry)`); nothing here knows a model type or the advisor chain.
+
+Message content is recorded only on opt-in:
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only|event_only|span_and_event`, or
 `capture_content=True`. API keys and authorization headers are never recorded.
 """
@@ -21,6 +24,7 @@ from ._calls import (
 )
 from ._calls import (
     ModelCallRecorder,
+    ServedModel,
     error_type_of,
     same_call,
 )
@@ -48,8 +52,6 @@ from ._calls import (
 )
 from ._content import finish_reason_of as finish_reason_of
 from ._events import emit_event, emit_log_event
-from ._instrumented import InstrumentedModel, instrument_model
-from ._instrumented import check_response as check_response
 from ._names import (
     CHAT as CHAT,
 )
@@ -228,9 +230,9 @@ __all__ = [
     "WORKFLOW_BUCKETS",
     "CaptureMode",
     "InstrumentationSettings",
-    "InstrumentedModel",
     "MetricNames",
     "ModelCallRecorder",
+    "ServedModel",
     "Telemetry",
     "TelemetryDefaults",
     "capture_mode_from_env",
@@ -239,7 +241,6 @@ __all__ = [
     "emit_event",
     "emit_log_event",
     "error_type_of",
-    "instrument_model",
     "record_time_to_first_chunk",
     "restore",
     "same_call",

@@ -6,7 +6,7 @@ import contextlib
 import json
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -53,12 +53,12 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
 
     from ..messages import ChatResponse, Prompt, Usage
-    from ..models.base import ChatModel
     from ._runtime import Telemetry
 
 __all__ = [
     "CallRecorder",
     "ModelCallRecorder",
+    "ServedModel",
     "call_attributes",
     "clear_last_call",
     "error_type_of",
@@ -236,11 +236,39 @@ def _legacy_finish_reason(reason: str) -> str:
     return reason.upper()
 
 
+class ServedModel(Protocol):
+    """What a `chat` span says about the model called: the part of a `ChatModel` it reads.
+
+    Any `jevrefine.models.ChatModel` is one; telemetry needs no more of it, and so imports no
+    model type.
+    """
+
+    @property
+    def provider(self) -> str:
+        """The `gen_ai.provider.name`."""
+        ...
+
+    @property
+    def model_name(self) -> str:
+        """The model asked when the prompt's options name none."""
+        ...
+
+    @property
+    def server_address(self) -> str | None:
+        """The host the model is served from; `None` when in-process."""
+        ...
+
+    @property
+    def server_port(self) -> int | None:
+        """The port the model is served from."""
+        ...
+
+
 class ModelCallRecorder(CallRecorder):
     """Records one model call as a `chat {model}` CLIENT span plus duration and token metrics.
 
-    Used by `InstrumentedModel` for every `ChatModel`, for `call` and `stream` alike: build it,
-    then `finish(response)` or `fail(exc)`; a stream calls `chunk()` for each chunk.
+    Used by `jevrefine.models.InstrumentedModel` for every model, for `call` and `stream` alike:
+    build it, then `finish(response)` or `fail(exc)`; a stream calls `chunk()` for each chunk.
     """
 
     __slots__ = (
@@ -259,7 +287,7 @@ class ModelCallRecorder(CallRecorder):
     def __init__(
         self,
         telemetry: Telemetry,
-        model: ChatModel,
+        model: ServedModel,
         prompt: Prompt,
         *,
         stream: bool = False,

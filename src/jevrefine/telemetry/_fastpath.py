@@ -52,9 +52,10 @@ def global_provider_set(
     """Whether a global provider other than the API's no-ops is set.
 
     `get_tracer_provider()` and `get_meter_provider()` look the environment up on every call
-    while no provider is set (an exception raised and caught inside `os.environ`): 2.5 µs each,
-    twice per model call. The module globals they return say the same for nothing; they are the
-    names OpenTelemetry's own test utilities reset. Should they move, the public getters are used.
+    while no provider is set (an exception raised and caught inside `os.environ`), twice per
+    model call (`bench_telemetry`'s "inactive" rows; the figures in docs/benchmarks.md). The
+    module globals they return say the same for nothing; they are the names OpenTelemetry's own
+    test utilities reset. Should they move, the public getters are used.
     (The environment's provider, `OTEL_PYTHON_*_PROVIDER`, is loaded when `Telemetry` is built.)
     """
     provider = getattr(module, name, _MISSING)

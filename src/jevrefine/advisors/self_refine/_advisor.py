@@ -18,6 +18,8 @@ the judge sees and what a retry re-runs: see `SelfRefineAdvisor.DEFAULT_ORDER` a
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import enum
 import logging
 import time
@@ -203,6 +205,22 @@ class SelfRefineAdvisor:
             token_budget=token_budget,
             strategy=strategy,
         )
+
+    def with_judge(self, judge: Judge) -> SelfRefineAdvisor:
+        """This advisor judging with `judge` instead: every other setting, its name and order kept.
+
+        How `refine_many(..., judge_limit=...)` puts a batch's limit on the judge's calls
+        without touching this advisor.
+
+        Raises:
+            UserError: `judge` is not a `Judge`.
+        """
+        if not isinstance(judge, Judge):
+            raise UserError(f"SelfRefineAdvisor needs a Judge, got {type(judge).__name__}")
+        other = copy.copy(self)
+        other.judge = judge
+        other._settings = dataclasses.replace(self._settings, judge=judge)
+        return other
 
     async def advise_call(
         self, request: ChatClientRequest, chain: CallAdvisorChain

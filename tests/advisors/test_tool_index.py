@@ -12,16 +12,13 @@ from typing import Any
 import pytest
 
 import jevrefine as jr
+from jevrefine.advisors import ToolIndex
 from jevrefine.advisors.tool_calling import TOOL_CALLING_ORDER
+from jevrefine.advisors.tool_index import TOOL_INDEX_KEY, TOOL_INDEX_ORDER
 from jevrefine.exceptions import UserError
 from jevrefine.jev import JudgeClient
-from jevrefine.judge import ToolIndex, ToolSelection
-from jevrefine.judge.tool_index import (
-    ANY_TOOL_QUESTION_ID,
-    TOOL_INDEX_KEY,
-    TOOL_INDEX_ORDER,
-    TOOL_QUESTION_ID,
-)
+from jevrefine.judge import ToolSelection
+from jevrefine.judge.tool_selection import ANY_TOOL_QUESTION_ID, TOOL_QUESTION_ID
 from jevrefine.messages import AssistantMessage, Prompt, ToolCall
 from jevrefine.testing import FakeJevServer, FunctionModel
 
@@ -200,3 +197,39 @@ async def test_too_many_tools_and_bad_settings_are_refused(jev) -> None:
             ToolIndex(client, **kwargs)
     with pytest.raises(UserError, match="ToolIndex needs a SystemOneClient"):
         ToolIndex("jev")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("jevrefine.judge", "ToolIndex"),
+        ("jevrefine.judge.tool_index", "ToolIndex"),
+        ("jevrefine.judge.tool_index", "TOOL_INDEX_ORDER"),
+        ("jevrefine.judge.tool_index", "TOOL_INDEX_KEY"),
+    ],
+)
+def test_the_judges_old_paths_still_work_and_warn_with_the_new_one(module: str, name: str) -> None:
+    """`jevrefine.judge.ToolIndex` was pinned: it moved to the chain, the old path warns."""
+    import importlib
+
+    from jevrefine.advisors import tool_index
+
+    old = importlib.import_module(module)
+    with pytest.warns(
+        DeprecationWarning, match=f"from jevrefine.advisors.tool_index import {name}"
+    ):
+        moved = getattr(old, name)
+    assert moved is getattr(tool_index, name)
+
+
+def test_the_judges_old_module_keeps_the_judging_names_without_a_warning() -> None:
+    import warnings
+
+    from jevrefine.judge import tool_index, tool_selection
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tool_index.ToolSelection is tool_selection.ToolSelection
+        assert tool_index.ANY_TOOL_QUESTION_ID == ANY_TOOL_QUESTION_ID
+    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
+        tool_index.Nothing  # noqa: B018 - a name that never was there is no deprecation

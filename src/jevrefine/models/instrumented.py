@@ -3,7 +3,8 @@
 The one place model calls are instrumented: `ChatClient` (the chain's terminal link) and
 `ModelJudgeClient` both send their prompts through `instrument_model(model, telemetry)`, which
 wraps a model once; wrapping an `InstrumentedModel` again hands it back unchanged, so a model
-call is never recorded twice.
+call is never recorded twice. The wrapper lives beside the models it wraps; what it records, and
+how, is `jevrefine.telemetry`'s (`ModelCallRecorder`), which knows no model type.
 """
 
 from __future__ import annotations
@@ -11,20 +12,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..context_keys import CONVERSATION_ID
-from ..exceptions import StreamingNotSupportedError, UserError
-from ..messages import ChatResponse, concat_chunks
-from ..models.base import ChatModel
-from ._calls import ModelCallRecorder
+from ..exceptions import StreamingNotSupportedError
+from ..messages import concat_chunks
+from ..telemetry import ModelCallRecorder
+from .base import ChatModel
+from .wrapper import WrapperModel, check_response, unwrapped
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine, Mapping
 
     from opentelemetry.context import Context
 
-    from ..messages import Prompt
-    from ._runtime import Telemetry
+    from ..messages import ChatResponse, Prompt
+    from ..telemetry import Telemetry
 
-__all__ = ["InstrumentedModel", "check_response", "instrument_model"]
+__all__ = ["InstrumentedModel", "instrument_model"]
 
 
 def instrument_model(model: ChatModel, telemetry: Telemetry) -> InstrumentedModel:
@@ -38,30 +40,14 @@ def instrument_model(model: ChatModel, telemetry: Telemetry) -> InstrumentedMode
     return InstrumentedModel(model, telemetry)
 
 
-def check_response(model: ChatModel, response: object) -> ChatResponse:
-    """`response` if it is a non-empty `ChatResponse`, else the error naming the model.
-
-    Raises:
-        UserError: the model returned something else.
-        EmptyResponseError: the response has no generation.
-    """
-    if not isinstance(response, ChatResponse):
-        raise UserError(
-            f"{type(model).__name__}.call() returned {type(response).__name__}; "
-            "a ChatModel must return a ChatResponse"
-        )
-    if not response.results:
-        response.result  # noqa: B018 - raises EmptyResponseError with the explanation
-    return response
-
-
-class InstrumentedModel(ChatModel):
+class InstrumentedModel(WrapperModel):
     """A `ChatModel` whose calls and streams are recorded, one CLIENT `chat {model}` span each.
 
     With the duration, token and (streaming) chunk-timing metrics.
 
     ```python
-    from jevrefine.telemetry import InstrumentationSettings, Telemetry, instrument_model
+    from jevrefine.models import instrument_model
+    from jevrefine.telemetry import InstrumentationSettings, Telemetry
 
     model = instrument_model(OpenAIChatModel("gpt-4o-mini"), Telemetry(settings))
     ```
@@ -70,45 +56,12 @@ class InstrumentedModel(ChatModel):
     closing it does not close the wrapped model.
     """
 
-    __slots__ = ("telemetry", "wrapped")
+    __slots__ = ("telemetry",)
 
     def __init__(self, wrapped: ChatModel, telemetry: Telemetry) -> None:
-        if not isinstance(wrapped, ChatModel):
-            raise UserError(f"InstrumentedModel wraps a ChatModel, got {type(wrapped).__name__}")
-        self.wrapped = wrapped
-        """The model whose calls are recorded."""
+        super().__init__(wrapped)
         self.telemetry = telemetry
-        """Where they are recorded."""
-
-    @property
-    def provider(self) -> str:  # type: ignore[override]
-        """The wrapped model's `gen_ai.provider.name`."""
-        return self.wrapped.provider
-
-    @property
-    def supports_tools(self) -> bool:  # type: ignore[override]
-        """Whether the wrapped model can be offered tools."""
-        return self.wrapped.supports_tools
-
-    @property
-    def supports_native_structured_output(self) -> bool:  # type: ignore[override]
-        """Whether the wrapped model enforces a JSON schema."""
-        return self.wrapped.supports_native_structured_output
-
-    @property
-    def model_name(self) -> str:
-        """The wrapped model's name."""
-        return self.wrapped.model_name
-
-    @property
-    def server_address(self) -> str | None:
-        """The wrapped model's host."""
-        return self.wrapped.server_address
-
-    @property
-    def server_port(self) -> int | None:
-        """The wrapped model's port."""
-        return self.wrapped.server_port
+        """Where the calls are recorded."""
 
     def call(
         self,
@@ -174,7 +127,8 @@ class InstrumentedModel(ChatModel):
             try:
                 iterator = self.wrapped.stream(prompt)
             except NotImplementedError as exc:
-                raise StreamingNotSupportedError(type(self.wrapped).__name__, str(exc)) from exc
+                name = type(unwrapped(self.wrapped)).__name__
+                raise StreamingNotSupportedError(name, str(exc)) from exc
             try:
                 async for chunk in iterator:
                     recorder.chunk()
@@ -190,9 +144,6 @@ class InstrumentedModel(ChatModel):
             recorder.fail(exc)
             raise
         recorder.finish(concat_chunks(chunks))
-
-    def __repr__(self) -> str:
-        return f"InstrumentedModel({self.wrapped!r})"
 
 
 def _conversation_of(context: Mapping[str, Any]) -> str | None:
