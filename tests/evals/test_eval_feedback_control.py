@@ -31,7 +31,10 @@ async def test_an_answer_that_quotes_the_feedback_is_an_echo_counted_as_failed(
 ) -> None:
     case = one_case(tmp_path, {"type": "contains", "value": "the capital of Italy is Rome"})
     model = FunctionModel(_echoing)
-    report = await evals.evaluate([case], jr.ChatClient(model), max_repeat_attempts=1)
+    judged_like_any = RetryStrategy(repeats="judge")  # an echo may be returned: count it
+    report = await evals.evaluate(
+        [case], jr.ChatClient(model), max_repeat_attempts=1, strategy=judged_like_any
+    )
     data = report.to_dict()
     (row,) = data["results"]
     assert row["passed_final"]  # the oracle's check of the form is fooled...
@@ -41,6 +44,18 @@ async def test_an_answer_that_quotes_the_feedback_is_an_echo_counted_as_failed(
     assert data["final_pass_rate"] == 1.0
     assert data["final_pass_rate_answered"] == 0.0
     assert data["lift_answered"] == 0.0
+
+
+async def test_by_default_an_echo_is_never_returned(tmp_path: Path) -> None:
+    case = one_case(tmp_path, {"type": "contains", "value": "the capital of Italy is Rome"})
+    report = await evals.evaluate(
+        [case], jr.ChatClient(FunctionModel(_echoing)), max_repeat_attempts=1
+    )
+    data = report.to_dict()
+    (row,) = data["results"]
+    assert row["attempts"][1]["echo"]
+    assert not row["passed_final"]  # the guard returned the real (failing) answer instead
+    assert (data["echo_passes"], data["final_pass_rate"]) == (0, 0.0)
 
 
 async def test_the_control_asks_retries_without_the_defects(tmp_path: Path) -> None:

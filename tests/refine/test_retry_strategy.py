@@ -51,13 +51,25 @@ async def _refine(
     return report, model
 
 
-async def test_the_default_is_the_loop_as_it_shipped() -> None:
+async def test_the_default_samples_retries_afresh_and_guards_repeats() -> None:
+    """The measured defaults: retries at 0.7 with their own seeds, a repeat keeps its verdict."""
     report, model = await _refine(
-        lambda p: "grey", _checked(lambda a: "blue" in a), RetryStrategy()
+        lambda p: "grey",
+        _checked(lambda a: "blue" in a),
+        RetryStrategy(),
+        options=ChatOptions(temperature=0.0, seed=7),
     )
+    sent = [(p.options.temperature, p.options.seed) for p in model.prompts]
+    assert sent == [(0.0, 7), (0.7, 8), (0.7, 9)]
+    assert [a.repeat_of for a in report.attempts] == [None, 1, 1]
+
+
+async def test_the_loop_as_it_shipped_is_one_strategy_away() -> None:
+    shipped = RetryStrategy(temperature=None, fresh_seeds=False, identical="send", repeats="judge")
+    report, model = await _refine(lambda p: "grey", _checked(lambda a: "blue" in a), shipped)
     options = [p.options for p in model.prompts]
     assert options[0] == options[1] == options[2]  # every retry asked as the request was
-    assert len(report.attempts) == 3
+    assert [a.repeat_of for a in report.attempts] == [None, None, None]
 
 
 async def test_retries_are_sampled_at_their_temperature_each_with_a_fresh_seed() -> None:
@@ -73,7 +85,10 @@ async def test_retries_are_sampled_at_their_temperature_each_with_a_fresh_seed()
 
 
 async def test_an_identical_retry_at_temperature_0_is_resampled_with_a_fresh_seed() -> None:
-    strategy = RetryStrategy(identical="resample", resample_temperature=0.9)
+    # Retries at the request's temperature (0): the third would be the second again.
+    strategy = RetryStrategy(
+        temperature=None, fresh_seeds=False, identical="resample", resample_temperature=0.9
+    )
     _, model = await _refine(
         lambda p: "grey",
         _checked(lambda a: "blue" in a),
@@ -90,7 +105,7 @@ async def test_an_identical_retry_is_not_sent_with_stop_and_the_report_says_why(
     report, model = await _refine(
         lambda p: "grey",
         _checked(lambda a: "blue" in a),
-        RetryStrategy(identical="stop"),
+        RetryStrategy(temperature=None, identical="stop"),
         options=ChatOptions(temperature=0.0),
     )
     assert len(model.prompts) == 2  # the third would have repeated the second word for word
