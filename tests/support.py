@@ -31,8 +31,8 @@ def unmeasured(*distributions: str, version: str = "0.1.0") -> Iterator[None]:
     """
     real = _measured.installed_version
 
-    def fake(name: str) -> str | None:
-        return version if name in distributions else real(name)
+    def fake(distribution: str) -> str | None:
+        return version if distribution in distributions else real(distribution)
 
     _measured.installed_version = fake
     _measured.takes_fast_path.cache_clear()
@@ -41,6 +41,20 @@ def unmeasured(*distributions: str, version: str = "0.1.0") -> Iterator[None]:
     finally:
         _measured.installed_version = real
         _measured.takes_fast_path.cache_clear()
+
+
+def measured_fast_paths() -> list[_measured.FastPath]:
+    """Every fast path that leans on a dependency, as declared in the module that takes it."""
+    from jevrefine._http import _httpx, _json, _vendor_anthropic, _vendor_openai
+    from jevrefine.telemetry import _fastpath
+
+    return [
+        _httpx.HTTPX2_CORE,
+        _vendor_openai.OPENAI_LEAN,
+        _vendor_anthropic.ANTHROPIC_LEAN,
+        _json.PYDANTIC_CORE_JSON,
+        _fastpath.OTEL_GLOBALS,
+    ]
 
 
 def instant_retries(model: Any, waits: list[float] | None = None) -> Any:

@@ -25,7 +25,7 @@ from jevrefine.testing import FunctionModel
 class Tracker:
     """A model function that records concurrency, cancellations and fails on request."""
 
-    def __init__(self, *, fail_on: set[str] = frozenset(), delay: float = 0.005) -> None:
+    def __init__(self, *, fail_on: frozenset[str] = frozenset(), delay: float = 0.005) -> None:
         self.fail_on = fail_on
         self.delay = delay
         self.in_flight = 0

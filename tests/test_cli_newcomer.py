@@ -282,7 +282,7 @@ async def test_judge_resume_reruns_errored_verdicts(tmp_path: Path) -> None:
     output = tmp_path / "out.jsonl"
     async with FakeOpenAIServer() as model, FakeJevServer(good_unless_bad) as jev:
         config = _jev_config(tmp_path, jev.base_url)
-        args = ("judge", str(source), "-o", str(output), "--config", str(config))
+        args: tuple[str, ...] = ("judge", str(source), "-o", str(output), "--config", str(config))
         args += ("--base-url", model.base_url, "--no-progress", "--concurrency", "1")
         jev.fail(400, times=1)
         assert await run_cli(*args) == 1

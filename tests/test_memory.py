@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,9 @@ async def test_memory_does_not_record_tool_rounds() -> None:
         """Look up."""
         return "42"
 
-    replies = iter([AssistantMessage("", (ToolCall("1", "lookup", "{}"),)), "it is 42"])
+    replies: Iterator[AssistantMessage | str] = iter(
+        [AssistantMessage("", (ToolCall("1", "lookup", "{}"),)), "it is 42"]
+    )
     memory = InMemoryChatMemory()
     model = FunctionModel(lambda prompt: next(replies))
     client = ChatClient(model, tools=[lookup], advisors=[MessageChatMemoryAdvisor(memory)])

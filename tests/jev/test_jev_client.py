@@ -47,13 +47,13 @@ QUESTIONS = {
 # -- construction ----------------------------------------------------------------------------
 
 
-def test_missing_key_is_an_error_at_construction(monkeypatch):
+def test_missing_key_is_an_error_at_construction(monkeypatch) -> None:
     monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
     with pytest.raises(JudgeUsageError, match="TYPESAFE_API_KEY"):
         JudgeClient()
 
 
-async def test_environment_fallbacks_and_explicit_arguments_win(monkeypatch, jev_server):
+async def test_environment_fallbacks_and_explicit_arguments_win(monkeypatch, jev_server) -> None:
     monkeypatch.setenv("TYPESAFE_API_KEY", "env-key")
     monkeypatch.setenv("TYPESAFE_BASE_URL", jev_server.base_url + "/")
     monkeypatch.setenv("TYPESAFE_DEFAULT_MODEL", "jev-preview")
@@ -70,7 +70,7 @@ async def test_environment_fallbacks_and_explicit_arguments_win(monkeypatch, jev
     assert jev_server.requests[-1].json["model"] == "jev-1.13.0"
 
 
-async def test_an_explicit_empty_key_sends_no_authorization(monkeypatch, jev_server):
+async def test_an_explicit_empty_key_sends_no_authorization(monkeypatch, jev_server) -> None:
     monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
     async with JudgeClient("", base_url=jev_server.base_url) as client:
         await client.system_one("x", {"q": Noul("q?")})
@@ -87,18 +87,18 @@ async def test_an_explicit_empty_key_sends_no_authorization(monkeypatch, jev_ser
         {"retry": "no"},
     ],
 )
-def test_bad_settings_are_rejected(kwargs):
+def test_bad_settings_are_rejected(kwargs) -> None:
     with pytest.raises(JudgeUsageError):
         JudgeClient("k", **kwargs)
 
 
-def test_bad_keys_are_rejected_without_echoing_them():
+def test_bad_keys_are_rejected_without_echoing_them() -> None:
     with pytest.raises(JudgeUsageError) as info:
         JudgeClient("bad key\n")
     assert "bad key" not in str(info.value)
 
 
-def test_the_key_is_not_in_the_repr():
+def test_the_key_is_not_in_the_repr() -> None:
     client = JudgeClient(API_KEY, base_url="http://127.0.0.1:9")
     assert API_KEY not in repr(client)
     assert isinstance(client, SystemOneClient)
@@ -107,7 +107,7 @@ def test_the_key_is_not_in_the_repr():
 # -- the wire --------------------------------------------------------------------------------
 
 
-async def test_request_shape_and_parsed_answers(jev, jev_server):
+async def test_request_shape_and_parsed_answers(jev, jev_server) -> None:
     state = {"user_question": "Refund?", "assistant_answer": "Yes", "z": 1}
     response = await jev.system_one(state, QUESTIONS)
     request = jev_server.requests[-1]
@@ -133,7 +133,7 @@ async def test_request_shape_and_parsed_answers(jev, jev_server):
     assert sum(level * p for level, p in score.probabilities.items()) == pytest.approx(score.score)
 
 
-async def test_scripted_answers_and_per_call_model(jev, jev_server):
+async def test_scripted_answers_and_per_call_model(jev, jev_server) -> None:
     jev_server.answer = lambda state, questions: {
         "is_grounded": 0.25,
         "department": "sales",
@@ -147,7 +147,7 @@ async def test_scripted_answers_and_per_call_model(jev, jev_server):
     assert response.score("frustration").probabilities == {0: 0.0, 1: 0.5, 2: 0.5}
 
 
-async def test_local_validation_happens_before_any_request(jev, jev_server):
+async def test_local_validation_happens_before_any_request(jev, jev_server) -> None:
     with pytest.raises(JudgeUsageError, match="at least one question"):
         await jev.system_one("x", {})
     with pytest.raises(JudgeUsageError, match="state must be"):
@@ -157,7 +157,7 @@ async def test_local_validation_happens_before_any_request(jev, jev_server):
     assert jev_server.requests == []
 
 
-async def test_unknown_answer_types_do_not_crash(jev):
+async def test_unknown_answer_types_do_not_crash(jev) -> None:
     questions = {"ok": Noul("Fine?"), "dog": {"type": "box", "instructions": "The dog"}}
     with pytest.warns(UnknownAnswerWarning, match="dog"):
         response = await jev.system_one("x", questions, model="jev-1.14.0")
@@ -165,7 +165,7 @@ async def test_unknown_answer_types_do_not_crash(jev):
     assert response.unknown_answers["dog"]["type"] == "box"
 
 
-async def test_models(jev, jev_server):
+async def test_models(jev, jev_server) -> None:
     models = await jev.models()
     assert [m.name for m in models] == ["jev-latest", "jev-preview"]
     assert jev_server.requests[-1].method == "GET"
@@ -190,7 +190,9 @@ STATUS_CASES = [
 
 
 @pytest.mark.parametrize(("status", "cls", "transient"), STATUS_CASES)
-async def test_every_status_maps_to_its_error(jev, jev_server, sleeps, status, cls, transient):
+async def test_every_status_maps_to_its_error(
+    jev, jev_server, sleeps, status, cls, transient
+) -> None:
     jev_server.fail(status, times=3)
     with pytest.raises(cls) as info:
         await jev.system_one("x", {"q": Noul("q?")})
@@ -210,7 +212,7 @@ async def test_every_status_maps_to_its_error(jev, jev_server, sleeps, status, c
     assert len(sleeps.delays) == (2 if transient else 0)
 
 
-async def test_529_is_a_server_error_too(jev, jev_server):
+async def test_529_is_a_server_error_too(jev, jev_server) -> None:
     jev_server.fail(529, times=3)
     with pytest.raises(JudgeServerError, match="Overloaded"):
         await jev.system_one("x", {"q": Noul("q?")})
@@ -234,7 +236,7 @@ async def test_529_is_a_server_error_too(jev, jev_server):
         ({"error": {"message": "from error.message"}}, "from error.message", None),
     ],
 )
-async def test_detail_shapes_400(jev, jev_server, body, message, error_type):
+async def test_detail_shapes_400(jev, jev_server, body, message, error_type) -> None:
     jev_server.fail(400, body=body)
     with pytest.raises(JudgeBadRequestError) as info:
         await jev.system_one("x", {"q": Noul("q?")})
@@ -244,7 +246,7 @@ async def test_detail_shapes_400(jev, jev_server, body, message, error_type):
     assert info.value.body == body
 
 
-async def test_detail_list_422_keeps_the_validation_errors(jev, jev_server):
+async def test_detail_list_422_keeps_the_validation_errors(jev, jev_server) -> None:
     detail = [
         {"type": "missing", "loc": ["body", "state"], "msg": "Field required"},
         {
@@ -262,7 +264,7 @@ async def test_detail_list_422_keeps_the_validation_errors(jev, jev_server):
     )
 
 
-async def test_real_server_side_rejections(jev_server, sleeps):
+async def test_real_server_side_rejections(jev_server, sleeps) -> None:
     async with JudgeClient(
         API_KEY, base_url=jev_server.base_url, retry=RetryPolicy(sleep=sleeps)
     ) as client:
@@ -274,7 +276,7 @@ async def test_real_server_side_rejections(jev_server, sleeps):
             await client.system_one("x", {"q": {"type": "box", "instructions": "?"}})
 
 
-async def test_missing_and_wrong_keys(jev_server, sleeps):
+async def test_missing_and_wrong_keys(jev_server, sleeps) -> None:
     jev_server.api_key = API_KEY
     async with JudgeClient("", base_url=jev_server.base_url) as client:
         with pytest.raises(JudgePermissionDeniedError, match="api_key"):
@@ -288,21 +290,21 @@ async def test_missing_and_wrong_keys(jev_server, sleeps):
         await client.system_one("x", {"q": Noul("q?")})
 
 
-async def test_malformed_json_is_a_response_error_and_not_retried(jev, jev_server):
+async def test_malformed_json_is_a_response_error_and_not_retried(jev, jev_server) -> None:
     jev_server.malformed()
     with pytest.raises(JudgeResponseError, match="not JSON"):
         await jev.system_one("x", {"q": Noul("q?")})
     assert len(jev_server.requests) == 1
 
 
-async def test_invalid_answer_is_a_response_error(jev, jev_server):
+async def test_invalid_answer_is_a_response_error(jev, jev_server) -> None:
     jev_server.answer = lambda s, q: {"q": {"type": "noul", "noul": "high"}}
     with pytest.raises(JudgeResponseError) as info:
         await jev.system_one("x", {"q": Noul("q?")})
     assert info.value.field_path == "answers.q.noul"
 
 
-async def test_wrong_base_url_path_is_404(jev_server):
+async def test_wrong_base_url_path_is_404(jev_server) -> None:
     async with JudgeClient(API_KEY, base_url=jev_server.base_url + "/v1") as client:
         with pytest.raises(JudgeNotFoundError, match="without /v1"):
             await client.system_one("x", {"q": Noul("q?")})
@@ -311,7 +313,7 @@ async def test_wrong_base_url_path_is_404(jev_server):
 # -- retries ---------------------------------------------------------------------------------
 
 
-async def test_backoff_doubles_and_retry_count_header_is_sent(jev, jev_server, sleeps):
+async def test_backoff_doubles_and_retry_count_header_is_sent(jev, jev_server, sleeps) -> None:
     jev_server.fail(503, times=2)
     response = await jev.system_one("x", {"q": Noul("q?")})
     assert response.noul("q")
@@ -320,7 +322,7 @@ async def test_backoff_doubles_and_retry_count_header_is_sent(jev, jev_server, s
     assert headers == [None, "1", "2"]
 
 
-async def test_backoff_is_capped_and_jitter_stays_in_bounds(jev_server, sleeps):
+async def test_backoff_is_capped_and_jitter_stays_in_bounds(jev_server, sleeps) -> None:
     policy = RetryPolicy(max_retries=6, sleep=sleeps, jitter=0.0)
     assert [policy.backoff(n) for n in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
     jittered = RetryPolicy(jitter=0.25)
@@ -331,7 +333,7 @@ async def test_backoff_is_capped_and_jitter_stays_in_bounds(jev_server, sleeps):
     assert RetryPolicy(initial_backoff=0).backoff(3) == 0.0
 
 
-async def test_max_retries_zero_means_one_attempt(jev_server, sleeps):
+async def test_max_retries_zero_means_one_attempt(jev_server, sleeps) -> None:
     async with JudgeClient(
         API_KEY, base_url=jev_server.base_url, retry=RetryPolicy(max_retries=0, sleep=sleeps)
     ) as client:
@@ -342,7 +344,7 @@ async def test_max_retries_zero_means_one_attempt(jev_server, sleeps):
     assert sleeps.delays == []
 
 
-async def test_retry_statuses_are_configurable(jev_server, sleeps):
+async def test_retry_statuses_are_configurable(jev_server, sleeps) -> None:
     policy = RetryPolicy(retry_statuses=frozenset({500}), sleep=sleeps)
     async with JudgeClient(API_KEY, base_url=jev_server.base_url, retry=policy) as client:
         jev_server.fail(503)
@@ -351,19 +353,19 @@ async def test_retry_statuses_are_configurable(jev_server, sleeps):
     assert len(jev_server.requests) == 1
 
 
-async def test_retry_after_ms_wins_over_retry_after(jev, jev_server, sleeps):
+async def test_retry_after_ms_wins_over_retry_after(jev, jev_server, sleeps) -> None:
     jev_server.fail(429, headers={"retry-after-ms": "250", "retry-after": "7"})
     await jev.system_one("x", {"q": Noul("q?")})
     assert sleeps.delays == [0.25]
 
 
-async def test_retry_after_in_seconds(jev, jev_server, sleeps):
+async def test_retry_after_in_seconds(jev, jev_server, sleeps) -> None:
     jev_server.fail(529, headers={"retry-after": "3"})
     await jev.system_one("x", {"q": Noul("q?")})
     assert sleeps.delays == [3.0]
 
 
-async def test_retry_after_as_http_date(jev, jev_server, sleeps):
+async def test_retry_after_as_http_date(jev, jev_server, sleeps) -> None:
     when = datetime.now(UTC) + timedelta(seconds=4)
     jev_server.fail(429, headers={"retry-after": format_datetime(when, usegmt=True)})
     await jev.system_one("x", {"q": Noul("q?")})
@@ -371,7 +373,7 @@ async def test_retry_after_as_http_date(jev, jev_server, sleeps):
     assert 2.5 <= sleeps.delays[0] <= 4.0
 
 
-async def test_rate_limit_error_carries_retry_after(jev_server, sleeps):
+async def test_rate_limit_error_carries_retry_after(jev_server, sleeps) -> None:
     async with JudgeClient(
         API_KEY, base_url=jev_server.base_url, retry=RetryPolicy(max_retries=0, sleep=sleeps)
     ) as client:
@@ -381,7 +383,7 @@ async def test_rate_limit_error_carries_retry_after(jev_server, sleeps):
     assert info.value.retry_after == 12.0
 
 
-async def test_retry_after_ignored_when_not_respected(jev_server, sleeps):
+async def test_retry_after_ignored_when_not_respected(jev_server, sleeps) -> None:
     policy = RetryPolicy(respect_retry_after=False, jitter=0.0, sleep=sleeps)
     async with JudgeClient(API_KEY, base_url=jev_server.base_url, retry=policy) as client:
         jev_server.fail(429, headers={"retry-after": "9"})
@@ -389,7 +391,7 @@ async def test_retry_after_ignored_when_not_respected(jev_server, sleeps):
     assert sleeps.delays == [0.5]
 
 
-async def test_a_wait_that_would_cross_the_budget_is_not_made(jev_server, sleeps):
+async def test_a_wait_that_would_cross_the_budget_is_not_made(jev_server, sleeps) -> None:
     async with JudgeClient(
         API_KEY, base_url=jev_server.base_url, total_timeout=2.0, retry=RetryPolicy(sleep=sleeps)
     ) as client:
@@ -400,7 +402,7 @@ async def test_a_wait_that_would_cross_the_budget_is_not_made(jev_server, sleeps
     assert len(jev_server.requests) == 1
 
 
-async def test_the_budget_bounds_a_slow_attempt(jev_server, sleeps):
+async def test_the_budget_bounds_a_slow_attempt(jev_server, sleeps) -> None:
     jev_server.delay(3.0)
     async with JudgeClient(
         API_KEY, base_url=jev_server.base_url, total_timeout=0.3, retry=RetryPolicy(sleep=sleeps)
@@ -411,7 +413,7 @@ async def test_the_budget_bounds_a_slow_attempt(jev_server, sleeps):
     assert time.perf_counter() - started < 1.5
 
 
-async def test_read_timeouts_are_retried(jev_server, sleeps):
+async def test_read_timeouts_are_retried(jev_server, sleeps) -> None:
     jev_server.delay(2.0)
     async with JudgeClient(
         API_KEY, base_url=jev_server.base_url, timeout=0.2, retry=RetryPolicy(sleep=sleeps)
@@ -421,7 +423,7 @@ async def test_read_timeouts_are_retried(jev_server, sleeps):
     assert len(sleeps.delays) == 1
 
 
-async def test_timeouts_exhausting_retries_raise_a_timeout_error(jev_server, sleeps):
+async def test_timeouts_exhausting_retries_raise_a_timeout_error(jev_server, sleeps) -> None:
     jev_server.delay(2.0, times=2)
     async with JudgeClient(
         API_KEY,
@@ -435,14 +437,14 @@ async def test_timeouts_exhausting_retries_raise_a_timeout_error(jev_server, sle
     assert isinstance(info.value, JudgeConnectionError)
 
 
-async def test_dropped_connections_are_retried(jev, jev_server, sleeps):
+async def test_dropped_connections_are_retried(jev, jev_server, sleeps) -> None:
     jev_server.drop_connections(times=2)
     response = await jev.system_one("x", {"q": Noul("q?")})
     assert response.noul("q")
     assert len(sleeps.delays) == 2
 
 
-async def test_connection_refused(sleeps):
+async def test_connection_refused(sleeps) -> None:
     with anyio.fail_after(10):
         async with JudgeClient(
             API_KEY, base_url="http://127.0.0.1:9", retry=RetryPolicy(sleep=sleeps)
@@ -461,13 +463,13 @@ async def test_connection_refused(sleeps):
 )
 async def test_unparseable_retry_after_falls_back_to_backoff(
     jev, jev_server, sleeps, headers, expected
-):
+) -> None:
     jev_server.fail(503, headers=headers)
     await jev.system_one("x", {"q": Noul("q?")})
     assert sleeps.delays == [expected]
 
 
-def test_retry_policy_validation():
+def test_retry_policy_validation() -> None:
     with pytest.raises(JudgeUsageError):
         RetryPolicy(max_retries=-1)
     with pytest.raises(JudgeUsageError):
@@ -482,7 +484,7 @@ def test_retry_policy_validation():
 # -- concurrency and pooling ---------------------------------------------------------------
 
 
-async def test_max_concurrency_bounds_requests_in_flight(sleeps):
+async def test_max_concurrency_bounds_requests_in_flight(sleeps) -> None:
     in_flight = 0
     peak = 0
 
@@ -509,7 +511,7 @@ async def test_max_concurrency_bounds_requests_in_flight(sleeps):
     assert len(server.requests) == 12
 
 
-async def test_a_given_http_client_is_used_and_not_closed(jev_server):
+async def test_a_given_http_client_is_used_and_not_closed(jev_server) -> None:
     http = httpx2.AsyncClient()
     async with JudgeClient(API_KEY, base_url=jev_server.base_url, http_client=http) as client:
         await client.system_one("x", {"q": Noul("q?")})
@@ -517,7 +519,7 @@ async def test_a_given_http_client_is_used_and_not_closed(jev_server):
     await http.aclose()
 
 
-async def test_one_connection_serves_sequential_calls(jev, jev_server):
+async def test_one_connection_serves_sequential_calls(jev, jev_server) -> None:
     for _ in range(5):
         await jev.system_one("x", {"q": Noul("q?")})
     # keep-alive: the fake server saw no "connection: close"
@@ -526,7 +528,7 @@ async def test_one_connection_serves_sequential_calls(jev, jev_server):
 
 
 @pytest.mark.local_model
-async def test_llama_cpp_system_one_endpoint_without_a_key(local_server):
+async def test_llama_cpp_system_one_endpoint_without_a_key(local_server) -> None:
     # llama.cpp serves /v1/systemone for decision models only; SmolLM2 is not one, so the
     # endpoint answers 501 with an OpenAI-style error body. This checks the keyless local path.
     async with JudgeClient("", base_url=local_server.url, retry=RetryPolicy(max_retries=0)) as c:

@@ -74,7 +74,7 @@ def _answer(state, questions):
 
 
 @pytest.mark.parametrize("state", STATES)
-async def test_same_body_and_same_parsed_values(state):
+async def test_same_body_and_same_parsed_values(state) -> None:
     async with FakeJevServer(_answer) as server:
         async with ts.AsyncTypeSafeClient(
             api_key="k", base_url=server.base_url, compression=False
@@ -119,7 +119,7 @@ async def test_same_body_and_same_parsed_values(state):
         (404, {"detail": "Not Found"}),
     ],
 )
-async def test_same_error_messages(status, body):
+async def test_same_error_messages(status, body) -> None:
     async with FakeJevServer() as server:
         server.fail(status, body=body, times=2)  # one fault, one request id, for both clients
         async with ts.AsyncTypeSafeClient(
@@ -135,7 +135,7 @@ async def test_same_error_messages(status, body):
     assert ours.value.request_id == theirs.value.request_id is not None
 
 
-async def test_same_retry_counter_header():
+async def test_same_retry_counter_header() -> None:
     async def no_wait(seconds: float) -> None:
         return None
 

@@ -22,11 +22,11 @@ from jevrefine.jev.errors import api_error, message_of
         (409, JudgeAPIError),
     ],
 )
-def test_api_error_picks_the_class(status, cls):
+def test_api_error_picks_the_class(status, cls) -> None:
     assert type(api_error(status, None)) is cls
 
 
-def test_errors_survive_pickling_for_process_pools():
+def test_errors_survive_pickling_for_process_pools() -> None:
     error = api_error(429, {"detail": "slow"}, request_id="r1", endpoint="POST u", retry_after=2.0)
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is JudgeRateLimitError
@@ -53,5 +53,5 @@ def test_errors_survive_pickling_for_process_pools():
         ("x" * 2000, "x" * 499 + "…"),
     ],
 )
-def test_message_of(body, expected):
+def test_message_of(body, expected) -> None:
     assert message_of(body) == expected

@@ -4,13 +4,13 @@ import jevrefine.jev as jev
 from jevrefine.testing import FakeJevServer
 
 
-def test_all_is_sorted_and_complete():
+def test_all_is_sorted_and_complete() -> None:
     assert jev.__all__ == sorted(jev.__all__)
     for name in jev.__all__:
         assert hasattr(jev, name), name
 
 
-def test_every_public_class_and_function_has_a_docstring():
+def test_every_public_class_and_function_has_a_docstring() -> None:
     for name in jev.__all__:
         value = getattr(jev, name)
         if inspect.isclass(value) or inspect.isfunction(value):
@@ -21,6 +21,6 @@ def test_every_public_class_and_function_has_a_docstring():
                 assert inspect.getdoc(member), f"{name}.{member_name}"
 
 
-def test_fake_server_is_exported_lazily():
+def test_fake_server_is_exported_lazily() -> None:
     assert FakeJevServer.__module__ == "jevrefine.testing._jev_server"
     assert inspect.getdoc(FakeJevServer)

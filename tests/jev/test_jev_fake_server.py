@@ -29,7 +29,7 @@ async def _post(server, body, **kwargs):
         return await http.post(server.base_url + "/v1/systemone", json=body, **kwargs)
 
 
-async def test_answers_have_the_spec_shapes():
+async def test_answers_have_the_spec_shapes() -> None:
     async with FakeJevServer() as server:
         response = await _post(
             server, {"model": "jev-latest", "state": "hi", "questions": QUESTIONS}
@@ -56,7 +56,7 @@ async def test_answers_have_the_spec_shapes():
     )
 
 
-async def test_default_answers_are_deterministic_across_servers():
+async def test_default_answers_are_deterministic_across_servers() -> None:
     body = {"model": "jev-latest", "state": {"a": 1}, "questions": QUESTIONS}
     async with FakeJevServer() as one:
         first = (await _post(one, body)).json()["answers"]
@@ -67,7 +67,7 @@ async def test_default_answers_are_deterministic_across_servers():
     assert first != other
 
 
-async def test_async_answer_function_and_full_wire_answers():
+async def test_async_answer_function_and_full_wire_answers() -> None:
     async def answer(state, questions):
         return {"is_grounded": {"type": "noul", "noul": 0.123}, "department": "technical"}
 
@@ -100,7 +100,7 @@ async def test_async_answer_function_and_full_wire_answers():
         ),
     ],
 )
-async def test_validation_failures_are_422_lists(body, loc):
+async def test_validation_failures_are_422_lists(body, loc) -> None:
     async with FakeJevServer() as server:
         response = await _post(server, body)
     assert response.status_code == 422
@@ -137,14 +137,14 @@ async def test_validation_failures_are_422_lists(body, loc):
         ),
     ],
 )
-async def test_limits_are_400_with_object_detail(questions, model, message):
+async def test_limits_are_400_with_object_detail(questions, model, message) -> None:
     async with FakeJevServer() as server:
         response = await _post(server, {"model": model, "state": "x", "questions": questions})
     assert response.status_code == 400
     assert response.json() == {"detail": {"error_type": "api_usage_error", "message": message}}
 
 
-async def test_unknown_question_type_is_400_with_string_detail_and_routes():
+async def test_unknown_question_type_is_400_with_string_detail_and_routes() -> None:
     async with FakeJevServer() as server:
         bad = await _post(
             server,
@@ -168,7 +168,7 @@ async def test_unknown_question_type_is_400_with_string_detail_and_routes():
     assert wrong_method.status_code == 405
 
 
-async def test_injected_failures_use_the_api_bodies_and_record_requests():
+async def test_injected_failures_use_the_api_bodies_and_record_requests() -> None:
     async with FakeJevServer() as server:
         server.fail(529)
         server.fail(401, times=1)
@@ -185,7 +185,7 @@ async def test_injected_failures_use_the_api_bodies_and_record_requests():
     assert first.headers["x-typesafe-request-id"] != fourth.headers["x-typesafe-request-id"]
 
 
-async def test_each_fail_call_carries_its_own_request_id_unless_the_test_gives_one():
+async def test_each_fail_call_carries_its_own_request_id_unless_the_test_gives_one() -> None:
     async with FakeJevServer() as server:
         server.fail(503, times=2)  # one fault, one id: the differential test sends it to two SDKs
         server.fail(503)
@@ -198,7 +198,7 @@ async def test_each_fail_call_carries_its_own_request_id_unless_the_test_gives_o
     assert ids[3] == "req_given"
 
 
-async def test_a_broken_answer_function_is_a_500():
+async def test_a_broken_answer_function_is_a_500() -> None:
     async with FakeJevServer(lambda s, q: {"department": "not-a-label"}) as server:
         response = await _post(
             server, {"model": "jev-latest", "state": "x", "questions": QUESTIONS}
@@ -207,7 +207,7 @@ async def test_a_broken_answer_function_is_a_500():
     assert "not-a-label" in response.text
 
 
-async def test_oversize_requests_get_max_tokens_exceeded():
+async def test_oversize_requests_get_max_tokens_exceeded() -> None:
     from jevrefine.jev import JudgeBadRequestError, JudgeClient, Noul
 
     async with FakeJevServer() as server, JudgeClient("k", base_url=server.base_url) as client:
@@ -217,7 +217,7 @@ async def test_oversize_requests_get_max_tokens_exceeded():
     assert "context" in info.value.message
 
 
-async def test_unknown_content_encoding_is_415():
+async def test_unknown_content_encoding_is_415() -> None:
     async with FakeJevServer() as server:
         response = await _post(
             server,

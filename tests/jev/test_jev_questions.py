@@ -5,7 +5,7 @@ from jevrefine.jev import Choice, JudgeError, JudgeUsageError, Noul, Score
 from jevrefine.jev.questions import check_state, questions_to_wire
 
 
-def test_noul_wire_form_sends_criteria_only_when_a_side_is_given():
+def test_noul_wire_form_sends_criteria_only_when_a_side_is_given() -> None:
     assert Noul("Grounded?").to_wire() == {"type": "noul", "instructions": "Grounded?"}
     assert Noul("Grounded?", when_false="Unsupported claim").to_wire() == {
         "type": "noul",
@@ -18,7 +18,7 @@ def test_noul_wire_form_sends_criteria_only_when_a_side_is_given():
     }
 
 
-def test_choice_and_score_wire_forms_keep_order():
+def test_choice_and_score_wire_forms_keep_order() -> None:
     choice = Choice("Team?", options={"sales": None, "billing": "Payments", "tech": "Bugs"})
     assert list(choice.to_wire()["criteria"].items()) == [
         ("sales", None),
@@ -34,7 +34,7 @@ def test_choice_and_score_wire_forms_keep_order():
     assert score.max_level == 2
 
 
-def test_choice_accepts_a_list_of_labels():
+def test_choice_accepts_a_list_of_labels() -> None:
     assert Choice("Tone?", options=["calm", "angry"]).options == {"calm": None, "angry": None}
 
 
@@ -51,19 +51,19 @@ def test_choice_accepts_a_list_of_labels():
         (lambda: Score("How?", levels="abc"), "must be a list"),
     ],
 )
-def test_limits_are_checked_at_construction(build, fragment):
+def test_limits_are_checked_at_construction(build, fragment) -> None:
     with pytest.raises(JudgeUsageError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         build()
 
 
-def test_limits_at_the_boundaries_are_accepted():
+def test_limits_at_the_boundaries_are_accepted() -> None:
     Choice("Team?", options={f"l{i}": None for i in range(255)})
     Choice("Team?", options={"only": None})
     Score("How?", levels=["a", "b"])
     Score("How?", levels=[str(i) for i in range(10)])
 
 
-def test_usage_errors_are_judge_errors_and_user_errors():
+def test_usage_errors_are_judge_errors_and_user_errors() -> None:
     with pytest.raises(JudgeUsageError) as info:
         Score("How?", levels=["a"])
     assert isinstance(info.value, JudgeError)
@@ -71,7 +71,7 @@ def test_usage_errors_are_judge_errors_and_user_errors():
     assert isinstance(info.value, ValueError)
 
 
-def test_questions_to_wire_names_the_bad_question():
+def test_questions_to_wire_names_the_bad_question() -> None:
     with pytest.raises(JudgeUsageError, match="at least one question"):
         questions_to_wire({})
     with pytest.raises(JudgeUsageError, match="'tone'"):
@@ -84,18 +84,18 @@ def test_questions_to_wire_names_the_bad_question():
         questions_to_wire({"": Noul("x")})
 
 
-def test_wire_dicts_pass_through_including_newer_types():
+def test_wire_dicts_pass_through_including_newer_types() -> None:
     wire = questions_to_wire({"a": Noul("x"), "b": {"type": "box", "instructions": "The dog"}})
     assert list(wire) == ["a", "b"]
     assert wire["b"] == {"type": "box", "instructions": "The dog"}
 
 
 @pytest.mark.parametrize("state", ["text", {"a": 1}, [1, 2], ("x",)])
-def test_state_accepts_text_objects_and_arrays(state):
+def test_state_accepts_text_objects_and_arrays(state) -> None:
     check_state(state)
 
 
 @pytest.mark.parametrize("state", [1, 1.5, True, None, b"bytes"])
-def test_state_rejects_what_the_api_rejects(state):
+def test_state_rejects_what_the_api_rejects(state) -> None:
     with pytest.raises(JudgeUsageError, match="state must be a str, a dict or a list"):
         check_state(state)

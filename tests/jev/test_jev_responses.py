@@ -34,7 +34,7 @@ SPEC_EXAMPLE = {
 }
 
 
-def test_the_spec_example_parses_to_typed_answers():
+def test_the_spec_example_parses_to_typed_answers() -> None:
     response = parse_system_one(SPEC_EXAMPLE, "req_1")
     assert response.model == "jev-1.13.0"
     assert response.request_id == "req_1"
@@ -57,7 +57,7 @@ def test_the_spec_example_parses_to_typed_answers():
     assert response.calibrated
 
 
-def test_lookup_errors_name_what_is_there():
+def test_lookup_errors_name_what_is_there() -> None:
     response = parse_system_one(SPEC_EXAMPLE)
     with pytest.raises(AnswerNotFoundError, match=r"no answer named 'x'.*is_grounded \(noul\)"):
         response.noul("x")
@@ -67,7 +67,7 @@ def test_lookup_errors_name_what_is_there():
         response.score("is_grounded")
 
 
-def test_unknown_answer_types_are_set_aside_with_a_warning():
+def test_unknown_answer_types_are_set_aside_with_a_warning() -> None:
     body = {
         "model": "jev-1.14.0",
         "answers": {
@@ -111,7 +111,7 @@ def test_unknown_answer_types_are_set_aside_with_a_warning():
         (lambda b: b["usage"].__setitem__("input_tokens", 1.5), "usage.input_tokens"),
     ],
 )
-def test_malformed_bodies_name_the_field(mutate, path):
+def test_malformed_bodies_name_the_field(mutate, path) -> None:
     import copy
 
     body = copy.deepcopy(SPEC_EXAMPLE)
@@ -123,12 +123,12 @@ def test_malformed_bodies_name_the_field(mutate, path):
     assert not info.value.is_transient
 
 
-def test_not_an_object_at_all():
+def test_not_an_object_at_all() -> None:
     with pytest.raises(JudgeResponseError, match="as a whole"):
         parse_system_one(["x"])
 
 
-def test_missing_usage_is_zero_and_confidence_may_be_null():
+def test_missing_usage_is_zero_and_confidence_may_be_null() -> None:
     body = {
         "model": "m",
         "answers": {"c": {"type": "choice", "choice": "a", "probabilities": {"a": 1}}},
@@ -138,7 +138,7 @@ def test_missing_usage_is_zero_and_confidence_may_be_null():
     assert response.choice("c").confidence is None
 
 
-def test_answers_are_read_only():
+def test_answers_are_read_only() -> None:
     response = parse_system_one(SPEC_EXAMPLE)
     with pytest.raises(TypeError):
         response.answers["x"] = NoulAnswer(1.0)  # type: ignore[index]
@@ -148,14 +148,14 @@ def test_answers_are_read_only():
     assert ScoreAnswer(0.5, {0: "a", 1: "b"}, {0: 0.5, 1: 0.5}).level == 0
 
 
-def test_distribution_confidence():
+def test_distribution_confidence() -> None:
     assert distribution_confidence({"a": 1.0, "b": 0.0}) == 1.0
     assert distribution_confidence({"a": 0.5, "b": 0.5}) == pytest.approx(0.0)
     assert 0 < distribution_confidence({"a": 0.8, "b": 0.2}) < 1
     assert distribution_confidence({"a": 1.0}) == 1.0
 
 
-def test_parse_models():
+def test_parse_models() -> None:
     models = parse_models(
         {"models": [{"name": "jev-latest", "description": "d", "release_date": "x"}]}
     )

@@ -24,7 +24,7 @@ def _client(server, otel, **kwargs):
     )
 
 
-async def test_a_call_is_one_client_span_with_genai_attributes(otel):
+async def test_a_call_is_one_client_span_with_genai_attributes(otel) -> None:
     async with FakeJevServer() as server, _client(server, otel) as client:
         response = await client.system_one("x", {"q": Noul("q?")})
         port = server.port
@@ -52,7 +52,7 @@ async def test_a_call_is_one_client_span_with_genai_attributes(otel):
     assert token_types == {"input", "output"}
 
 
-async def test_retries_are_span_events_and_failures_set_error(otel):
+async def test_retries_are_span_events_and_failures_set_error(otel) -> None:
     async with FakeJevServer() as server, _client(server, otel) as client:
         server.fail(503, times=3)
         try:
@@ -77,7 +77,7 @@ async def test_retries_are_span_events_and_failures_set_error(otel):
     assert dict(point.attributes)["error.type"] == "503"
 
 
-async def test_the_key_never_reaches_spans(otel):
+async def test_the_key_never_reaches_spans(otel) -> None:
     async with FakeJevServer(api_key="other") as server, _client(server, otel) as client:
         with pytest.raises(JudgeAuthenticationError) as info:
             await client.system_one("x", {"q": Noul("q?")})
@@ -90,7 +90,7 @@ async def test_the_key_never_reaches_spans(otel):
         assert API_KEY not in span.to_json()
 
 
-async def test_inside_same_call_it_opens_no_span_and_records_retries_on_the_callers(otel):
+async def test_inside_same_call_it_opens_no_span_and_records_retries_on_the_callers(otel) -> None:
     tracer = otel.tracer_provider.get_tracer("test")
     async with FakeJevServer() as server, _client(server, otel) as client:
         server.fail(529)
@@ -103,7 +103,7 @@ async def test_inside_same_call_it_opens_no_span_and_records_retries_on_the_call
     assert "gen_ai.client.operation.duration" not in otel.metrics()
 
 
-async def test_a_span_opened_inside_same_call_gets_its_own_jev_span(otel):
+async def test_a_span_opened_inside_same_call_gets_its_own_jev_span(otel) -> None:
     tracer = otel.tracer_provider.get_tracer("test")
     async with FakeJevServer() as server, _client(server, otel) as client:
         with (

@@ -1,6 +1,7 @@
 """KeepAliveTransport: HTTP/1.1 framing and connection reuse, against raw loopback servers."""
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import httpx2
@@ -27,7 +28,7 @@ def connection_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
 class RawServer:
     """A TCP server whose connections are handled by `handler(stream, connection_number)`."""
 
-    def __init__(self, handler: Callable) -> None:
+    def __init__(self, handler: Callable[..., Any]) -> None:
         self.handler = handler
         self.connections = 0
 
@@ -71,10 +72,10 @@ def client(port: int, **kwargs) -> httpx2.AsyncClient:
     )
 
 
-def answering(reply: bytes, heads: list[bytes]) -> Callable:
+def answering(reply: bytes, heads: list[bytes]) -> Callable[..., Any]:
     """A handler that answers every request on a connection with `reply`, keeping the heads."""
 
-    async def handler(stream, number):
+    async def handler(stream, number) -> None:
         while True:
             try:
                 heads.append(await read_request(stream))
@@ -85,7 +86,7 @@ def answering(reply: bytes, heads: list[bytes]) -> Callable:
     return handler
 
 
-async def test_one_write_per_request_and_connection_reuse():
+async def test_one_write_per_request_and_connection_reuse() -> None:
     heads: list[bytes] = []
     handler = answering(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", heads)
 
@@ -98,8 +99,8 @@ async def test_one_write_per_request_and_connection_reuse():
     assert b"content-length: 8" in heads[0].lower()
 
 
-async def test_a_connection_closed_while_idle_is_replaced_transparently():
-    async def handler(stream, number):
+async def test_a_connection_closed_while_idle_is_replaced_transparently() -> None:
+    async def handler(stream, number) -> None:
         await read_request(stream)
         # No "connection: close": the client believes it may reuse the connection.
         await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n" + str(number).encode())
@@ -111,8 +112,8 @@ async def test_a_connection_closed_while_idle_is_replaced_transparently():
     assert (first.text, second.text) == ("1", "2")
 
 
-async def test_read_until_close_and_connection_close_header():
-    async def handler(stream, number):
+async def test_read_until_close_and_connection_close_header() -> None:
+    async def handler(stream, number) -> None:
         await read_request(stream)
         await stream.send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil close")
 
@@ -122,7 +123,7 @@ async def test_read_until_close_and_connection_close_header():
     assert server.connections == 2
 
 
-async def test_chunked_responses_and_keep_alive():
+async def test_chunked_responses_and_keep_alive() -> None:
     async def chunks():
         for piece in (b'{"a": ', b"1", b"}"):
             yield piece
@@ -139,10 +140,10 @@ async def test_chunked_responses_and_keep_alive():
         assert (await http.get("/chunked")).json() == {"a": 1}
 
 
-async def test_gzip_bodies_are_decoded_by_httpx():
+async def test_gzip_bodies_are_decoded_by_httpx() -> None:
     import gzip
 
-    async def handler(stream, number):
+    async def handler(stream, number) -> None:
         await read_request(stream)
         body = gzip.compress(b'{"z": 1}')
         await stream.send(
@@ -154,8 +155,8 @@ async def test_gzip_bodies_are_decoded_by_httpx():
         assert (await http.get("/")).json() == {"z": 1}
 
 
-async def test_expired_idle_connections_are_not_reused():
-    async def handler(stream, number):
+async def test_expired_idle_connections_are_not_reused() -> None:
+    async def handler(stream, number) -> None:
         while True:
             try:
                 await read_request(stream)
@@ -178,8 +179,8 @@ async def test_expired_idle_connections_are_not_reused():
         (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", httpx2.RemoteProtocolError),
     ],
 )
-async def test_protocol_errors(reply, error):
-    async def handler(stream, number):
+async def test_protocol_errors(reply, error) -> None:
+    async def handler(stream, number) -> None:
         await read_request(stream)
         await stream.send(reply)
 
@@ -188,8 +189,8 @@ async def test_protocol_errors(reply, error):
             await http.get("/")
 
 
-async def test_timeouts_and_refused_connections():
-    async def handler(stream, number):
+async def test_timeouts_and_refused_connections() -> None:
+    async def handler(stream, number) -> None:
         await read_request(stream)
         await anyio.sleep(5)
 
@@ -206,11 +207,11 @@ async def test_timeouts_and_refused_connections():
             await http.get("ftp://127.0.0.1:9/")
 
 
-async def test_max_connections_bounds_open_connections():
+async def test_max_connections_bounds_open_connections() -> None:
     open_now = 0
     peak = 0
 
-    async def handler(stream, number):
+    async def handler(stream, number) -> None:
         nonlocal open_now, peak
         open_now += 1
         peak = max(peak, open_now)
@@ -239,7 +240,7 @@ async def test_max_connections_bounds_open_connections():
 # -- the raw core: `exchange`, below httpx2's client layer ------------------------------------
 
 
-async def test_exchange_sends_the_head_as_given_and_returns_status_headers_and_body():
+async def test_exchange_sends_the_head_as_given_and_returns_status_headers_and_body() -> None:
     heads: list[bytes] = []
     reply = b"HTTP/1.1 201 Created\r\nX-Request-Id: abc\r\ncontent-length: 4\r\n\r\nbody"
     handler = answering(reply, heads)
@@ -269,12 +270,12 @@ async def test_exchange_sends_the_head_as_given_and_returns_status_headers_and_b
         (b"", b"v"),
     ],
 )
-async def test_exchange_refuses_a_header_line_that_would_split_the_request(field):
+async def test_exchange_refuses_a_header_line_that_would_split_the_request(field) -> None:
     """httpx checks header values as it builds a Request; the raw core has to check them
     itself, or a value with a newline (a key read from a file) would inject header lines."""
     sent: list[bytes] = []
 
-    async def handler(stream, number):
+    async def handler(stream, number) -> None:
         sent.append(await stream.receive())
 
     transport = KeepAliveTransport()
@@ -290,7 +291,7 @@ async def test_exchange_refuses_a_header_line_that_would_split_the_request(field
         HeaderLines([(b"Host", b"h"), field])  # the once-checked lines of a client too
 
 
-async def test_fixed_header_lines_go_first_then_the_calls_own():
+async def test_fixed_header_lines_go_first_then_the_calls_own() -> None:
     heads: list[bytes] = []
     handler = answering(b"HTTP/1.1 204 No Content\r\n\r\n", heads)
     fixed = HeaderLines([(b"Host", b"h"), (b"authorization", b"Bearer k")])
@@ -305,8 +306,8 @@ async def test_fixed_header_lines_go_first_then_the_calls_own():
     assert heads == [b"GET / HTTP/1.1\r\nHost: h\r\nauthorization: Bearer k\r\nx-n: 1"]
 
 
-async def test_exchange_timeouts_name_their_phase_and_the_connection_is_not_pooled():
-    async def handler(stream, number):
+async def test_exchange_timeouts_name_their_phase_and_the_connection_is_not_pooled() -> None:
+    async def handler(stream, number) -> None:
         await read_request(stream)
         await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhe")  # then stalls
         await anyio.sleep(5)
@@ -322,8 +323,8 @@ async def test_exchange_timeouts_name_their_phase_and_the_connection_is_not_pool
         await transport.aclose()
 
 
-async def test_per_read_timeout_lets_a_slow_but_steady_body_finish():
-    async def handler(stream, number):
+async def test_per_read_timeout_lets_a_slow_but_steady_body_finish() -> None:
+    async def handler(stream, number) -> None:
         await read_request(stream)
         await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\n")
         for piece in (b"ab", b"cd", b"ef"):
@@ -342,7 +343,7 @@ async def test_per_read_timeout_lets_a_slow_but_steady_body_finish():
     await whole.aclose()
 
 
-async def test_the_httpx_adapter_names_the_request_on_the_cores_errors():
+async def test_the_httpx_adapter_names_the_request_on_the_cores_errors() -> None:
     async with httpx2.AsyncClient(transport=KeepAliveTransport(), timeout=1) as http:
         with pytest.raises(httpx2.ConnectError) as caught:
             await http.get("http://127.0.0.1:9/x")

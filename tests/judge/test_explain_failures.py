@@ -210,7 +210,7 @@ async def test_a_feedback_request_is_its_own_chat_span_under_the_callers_span() 
     assert len(feedback) == 1
     assert feedback[0].attributes["gen_ai.usage.output_tokens"] == len(FEEDBACK.split())  # type: ignore[index]
     durations = otel.metrics()["gen_ai.client.operation.duration"].data.data_points  # type: ignore[union-attr]
-    assert sum(point.count for point in durations) == 3  # type: ignore[attr-defined]
+    assert sum(point.count for point in durations) == 3  # type: ignore[attr-defined,misc]
 
 
 async def test_a_failed_feedback_request_marks_its_span_as_an_error() -> None:

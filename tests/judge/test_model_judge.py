@@ -1,5 +1,6 @@
 import json
 import math
+from typing import Never
 
 import anyio
 import pytest
@@ -59,7 +60,7 @@ def json_logprob_response(top: list[tuple[str, float]], sampled: str) -> ChatRes
     )
 
 
-async def test_without_logprobs_answers_are_marked_not_calibrated():
+async def test_without_logprobs_answers_are_marked_not_calibrated() -> None:
     def answer(prompt):
         allowed = _allowed(prompt)
         pick = {"yes": "yes", "billing": "billing", "2": "2"}
@@ -97,7 +98,7 @@ async def test_without_logprobs_answers_are_marked_not_calibrated():
     assert '"text": "hello"' in user
 
 
-async def test_the_prompt_carries_descriptions_and_levels():
+async def test_the_prompt_carries_descriptions_and_levels() -> None:
     model = FunctionModel(lambda p: json.dumps({"answer": _allowed(p)[0]}))
     await ModelJudgeClient(model).system_one("s", QUESTIONS)
     texts = "\n".join(p.messages[-1].text for p in model.prompts)
@@ -113,7 +114,7 @@ async def test_the_prompt_carries_descriptions_and_levels():
         assert fragment in texts
 
 
-async def test_probabilities_come_from_logprobs_and_decide_the_answer():
+async def test_probabilities_come_from_logprobs_and_decide_the_answer() -> None:
     def answer(prompt):
         allowed = _allowed(prompt)
         if allowed == ["yes", "no"]:
@@ -142,7 +143,7 @@ async def test_probabilities_come_from_logprobs_and_decide_the_answer():
     assert response.usage == Usage(30, 21)
 
 
-async def test_a_quote_sharing_the_value_token_is_handled():
+async def test_a_quote_sharing_the_value_token_is_handled() -> None:
     tokens = ['{"answer": ', '"yes', '"}']
     logprobs = [
         TokenLogprob(tokens[0], -0.1),
@@ -156,7 +157,7 @@ async def test_a_quote_sharing_the_value_token_is_handled():
     assert response.noul("q").noul == pytest.approx(1 / 3)
 
 
-async def test_no_allowed_answer_among_the_alternatives_falls_back_to_the_text():
+async def test_no_allowed_answer_among_the_alternatives_falls_back_to_the_text() -> None:
     reply = json_logprob_response([("The", 0.9), ("I", 0.1)], sampled="no")
     response = await ModelJudgeClient(FunctionModel(lambda p: reply)).system_one(
         "s", {"q": Noul("q?")}
@@ -165,7 +166,7 @@ async def test_no_allowed_answer_among_the_alternatives_falls_back_to_the_text()
     assert not response.noul("q").calibrated
 
 
-async def test_grammar_constraint():
+async def test_grammar_constraint() -> None:
     def answer(prompt):
         assert prompt.options.response_format is None
         assert prompt.options.extra_body["grammar"].startswith("root ::= ")
@@ -180,14 +181,14 @@ async def test_grammar_constraint():
     assert response.noul("q").noul == pytest.approx(0.2 / 0.7)
 
 
-async def test_an_answer_outside_the_allowed_ones_is_a_response_error():
+async def test_an_answer_outside_the_allowed_ones_is_a_response_error() -> None:
     client = ModelJudgeClient(FunctionModel(lambda p: '{"answer": "maybe"}'))
     with pytest.raises(JudgeResponseError, match=r"'q'.*maybe"):
         await client.system_one("s", {"q": Noul("q?")})
 
 
-async def test_model_errors_pass_through_unwrapped():
-    def fail(prompt):
+async def test_model_errors_pass_through_unwrapped() -> None:
+    def fail(prompt) -> Never:
         raise ModelHTTPError(503, {"error": {"message": "down"}})
 
     with pytest.raises(ModelHTTPError) as info:
@@ -195,7 +196,7 @@ async def test_model_errors_pass_through_unwrapped():
     assert info.value.status_code == 503
 
 
-async def test_questions_run_concurrently_within_the_bound():
+async def test_questions_run_concurrently_within_the_bound() -> None:
     in_flight = peak = 0
 
     async def answer(prompt):
@@ -217,8 +218,8 @@ async def test_questions_run_concurrently_within_the_bound():
     assert peak == 2  # the bound is the client's, shared by concurrent calls
 
 
-async def test_timeout():
-    async def slow(prompt):
+async def test_timeout() -> None:
+    async def slow(prompt) -> str:
         await anyio.sleep(5)
         return "{}"
 
@@ -226,7 +227,7 @@ async def test_timeout():
         await ModelJudgeClient(FunctionModel(slow)).system_one("s", {"q": Noul("q?")}, timeout=0.05)
 
 
-async def test_bad_arguments():
+async def test_bad_arguments() -> None:
     with pytest.raises(JudgeUsageError):
         ModelJudgeClient("not a model")  # type: ignore[arg-type]
     with pytest.raises(JudgeUsageError):
@@ -242,7 +243,9 @@ async def test_bad_arguments():
 
 @pytest.mark.local_model
 @pytest.mark.parametrize("constraint", ["json_schema", "grammar"])
-async def test_the_local_model_answers_with_calibrated_probabilities(local_server, constraint):
+async def test_the_local_model_answers_with_calibrated_probabilities(
+    local_server, constraint
+) -> None:
     async with local_server.openai_model() as model:
         client = ModelJudgeClient(model, constraint=constraint, concurrency=1)
         response = await client.system_one(

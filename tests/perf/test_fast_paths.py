@@ -27,12 +27,13 @@ import pytest
 from opentelemetry import _logs, metrics, trace
 
 import jevrefine as jr
-from jevrefine._http import _clock, _connections, _httpx, _json, _vendor_anthropic, _vendor_openai
+from jevrefine._http import _clock, _connections, _httpx
 from jevrefine._measured import FastPath, installed_version, takes_fast_path
 from jevrefine.advisors.chain import CallAdvisorChain
 from jevrefine.client import ChatClientRequest, ChatClientResponse
 from jevrefine.telemetry import _fastpath
 from jevrefine.testing import FunctionModel
+from support import measured_fast_paths
 
 
 @dataclass
@@ -67,13 +68,7 @@ async def test_next_call_hands_back_the_next_advisors_own_coroutine() -> None:
     assert last.cr_code.co_name != "next_call"
 
 
-FAST_PATHS: list[FastPath] = [
-    _httpx.HTTPX2_CORE,
-    _vendor_openai.OPENAI_LEAN,
-    _vendor_anthropic.ANTHROPIC_LEAN,
-    _json.PYDANTIC_CORE_JSON,
-    _fastpath.OTEL_GLOBALS,
-]
+FAST_PATHS: list[FastPath] = measured_fast_paths()
 """Every fast path that leans on a dependency, as declared where it is taken."""
 
 
@@ -141,10 +136,12 @@ async def test_on_asyncio_connections_are_protocols_that_read_into_a_bounded_scr
     port = server.sockets[0].getsockname()[1]
     transport = _httpx.KeepAliveTransport()
     try:
-        _connections.PeerConnection.buffer_updated = lambda self, n: (  # type: ignore[method-assign]
-            sizes.append(n),
-            landed(self, n),
-        )[-1]
+
+        def recording(self: _connections.PeerConnection, nbytes: int) -> None:
+            sizes.append(nbytes)
+            landed(self, nbytes)
+
+        _connections.PeerConnection.buffer_updated = recording  # type: ignore[method-assign]
         raw = await transport.exchange(
             "GET", "http", "127.0.0.1", port, b"/", [(b"host", b"h")], b""
         )

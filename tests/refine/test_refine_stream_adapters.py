@@ -84,8 +84,10 @@ async def adapter(name: str) -> AsyncIterator[ChatModel]:
             yield m
     elif name == "anthropic":
         async with (
-            FakeAnthropicServer(anthropic_reply) as server,
-            AnthropicChatModel("c", base_url=server.base_url, api_key="sk-t", max_retries=0) as m,
+            FakeAnthropicServer(anthropic_reply) as anthropic_server,
+            AnthropicChatModel(
+                "c", base_url=anthropic_server.base_url, api_key="sk-t", max_retries=0
+            ) as m,
         ):
             yield m
     else:
