@@ -62,6 +62,7 @@ from jevrefine.testing._http import serve_until_stdin_closes
 
 from ._floor import FloorClient
 from ._harness import bar, emit, figure, interleaved, load_average
+from ._loop import SHIPPED_LOOP
 from ._servers import serving
 
 MODEL = "fake-model"
@@ -238,7 +239,10 @@ async def refine_pairs(model_url: str, jev_url: str, n: int, concurrency: int) -
         JudgeClient("jev-bench", base_url=jev_url, max_concurrency=concurrency) as jev,
     ):
         judge = Judge(jev, [noul("on_topic", QUESTIONS["on_topic"], 0.0)])
-        client = jr.ChatClient(model, advisors=[jr.SelfRefineAdvisor(judge, max_repeat_attempts=1)])
+        client = jr.ChatClient(
+            model,
+            advisors=[jr.SelfRefineAdvisor(judge, max_repeat_attempts=1, strategy=SHIPPED_LOOP)],
+        )
         prompts = [f"question {i}" for i in range(n)]
         await jr.refine_many(client, prompts[: min(n, concurrency * 2)], concurrency=concurrency)
         cpu0, wall0 = time.process_time(), time.perf_counter()

@@ -67,6 +67,7 @@ from jevrefine.testing import FunctionModel
 
 from ._floor import FloorClient
 from ._harness import bar, emit, figure, load_average
+from ._loop import SHIPPED_LOOP
 
 LATENCY = 0.05
 
@@ -144,7 +145,9 @@ async def http_client(servers: ServerUrls, concurrency: int) -> AsyncIterator[jr
         ) as jev,
     ):
         judge = Judge(jev, [noul("is_good", Noul("Is the answer good?"), 0.0)])
-        yield jr.ChatClient(model, advisors=[SelfRefineAdvisor(judge, max_repeat_attempts=1)])
+        yield jr.ChatClient(
+            model, advisors=[SelfRefineAdvisor(judge, max_repeat_attempts=1, strategy=SHIPPED_LOOP)]
+        )
 
 
 async def run_http_refine_many(servers: ServerUrls, n: int, concurrency: int) -> float:
@@ -253,7 +256,7 @@ async def recorded_jev_call(servers: ServerUrls) -> tuple[str, dict[str, Any]]:
         OpenAIChatModel("fake", base_url=servers.model_url, api_key="k") as model,
     ):
         judge = Judge(jev, [noul("is_good", Noul("Is the answer good?"), 0.0)])
-        client = jr.ChatClient(model, advisors=[SelfRefineAdvisor(judge)])
+        client = jr.ChatClient(model, advisors=[SelfRefineAdvisor(judge, strategy=SHIPPED_LOOP)])
         await client.prompt(prompts(1)[0]).call()
     return captured[-1].url.path, json.loads(captured[-1].content)
 

@@ -39,6 +39,7 @@ from jevrefine.messages import Prompt
 from jevrefine.testing import FunctionModel
 
 from ._harness import bar, emit, figure, interleaved, micros
+from ._loop import SHIPPED_LOOP
 
 CASES = 20
 TARGET = 0.05
@@ -84,7 +85,9 @@ async def measure(*, rounds: int, ops: int, latency: bool = False) -> dict[str, 
         for case in cases:
             # A judge of the case's checks, built per case as the harness does (a judge kept
             # across rounds would answer the repeated answers from its memo).
-            advisor = SelfRefineAdvisor(asserts_judge(case, None), max_repeat_attempts=2)
+            advisor = SelfRefineAdvisor(
+                asserts_judge(case, None), max_repeat_attempts=2, strategy=SHIPPED_LOOP
+            )
             assert isinstance(case.input, str)
             await client.prompt(case.input).advisors(advisor).call()
 

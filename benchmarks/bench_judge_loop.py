@@ -59,6 +59,7 @@ from jevrefine.models.openai import OpenAIChatModel
 
 from ._floor import FloorClient
 from ._harness import bar, emit, figure, load_average
+from ._loop import SHIPPED_LOOP
 from ._servers import serving
 
 LATENCY = 0.02
@@ -160,7 +161,10 @@ class Ours:
 
     def __init__(self, url: str, judge: Judge) -> None:
         advisor = SelfRefineAdvisor(
-            judge, max_repeat_attempts=FAILS, fail_on_exhausted_attempts=True
+            judge,
+            max_repeat_attempts=FAILS,
+            fail_on_exhausted_attempts=True,
+            strategy=SHIPPED_LOOP,
         )
         model = OpenAIChatModel(MODEL, client=openai_client(url))
         self.client = ChatClient(model, advisors=[advisor])

@@ -65,6 +65,7 @@ from jevrefine.messages import ChatOptions, ChatResponse, Prompt, Usage
 from jevrefine.models.base import ChatModel
 
 from ._harness import bar, emit, figure
+from ._loop import SHIPPED_LOOP
 from .ifbench import convert as ifbench_convert
 from .ifeval import convert as ifeval_convert
 from .verifiable.cases import CaseFile
@@ -111,14 +112,7 @@ TEMPLATES: Mapping[str, str] = {
 # writes it. The plain `verifiers` setup is the SDK's default strategy; `today` is the loop as it
 # shipped before the options were measured (every option spelled out, so it stays that loop).
 STRATEGIES: Mapping[str, RetryStrategy] = {
-    "today": RetryStrategy(
-        temperature=None,
-        fresh_seeds=False,
-        identical="send",
-        repeats="judge",
-        feedback="appended",
-        samples=1,
-    ),
+    "today": SHIPPED_LOOP,
     "fresh": RetryStrategy(temperature=0.7, fresh_seeds=True),
     "guard": RetryStrategy(repeats="guard", identical="resample", fresh_seeds=True),
     "stop": RetryStrategy(repeats="guard", identical="stop"),

@@ -40,6 +40,7 @@ from jevrefine.models.openai import OpenAIChatModel
 
 from ._floor import FloorClient
 from ._harness import bar, emit, figure, load_average
+from ._loop import SHIPPED_LOOP
 from ._servers import serving
 
 LATENCY = 0.05
@@ -225,7 +226,12 @@ class Ours:
                 noul("on_topic", QUESTION, minimum=0.0),
             ],
         )
-        advisor = SelfRefineAdvisor(judge, max_repeat_attempts=1, fail_on_exhausted_attempts=True)
+        advisor = SelfRefineAdvisor(
+            judge,
+            max_repeat_attempts=1,
+            fail_on_exhausted_attempts=True,
+            strategy=SHIPPED_LOOP,
+        )
         self.client = ChatClient(self.model, advisors=[advisor])
         self.passed = 0
 

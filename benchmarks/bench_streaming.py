@@ -41,6 +41,7 @@ from jevrefine.streaming import Completed, TextDelta
 from jevrefine.testing import FakeJevServer, FakeOpenAIServer, FunctionModel
 
 from ._harness import bar, emit, figure, interleaved
+from ._loop import SHIPPED_LOOP
 from ._servers import serving
 
 WRONG = "Lyon is the capital of France, I think."
@@ -89,7 +90,11 @@ async def time_to_text(latency: float, rounds: int) -> dict[str, dict[str, list[
             mode: jr.ChatClient(
                 model,
                 advisors=[
-                    jr.SelfRefineAdvisor(judge, stream_mode=None if mode == "call()" else mode)
+                    jr.SelfRefineAdvisor(
+                        judge,
+                        stream_mode=None if mode == "call()" else mode,
+                        strategy=SHIPPED_LOOP,
+                    )
                 ],
             ).prompt("What is the capital of France?")
             for mode in MODES
@@ -135,7 +140,9 @@ async def cpu_per_chunk(
         plain = jr.ChatClient(model, options=options).prompt(prompt)
         buffered, live = (
             jr.ChatClient(
-                model, options=options, advisors=[jr.SelfRefineAdvisor(judge, stream_mode=mode)]
+                model,
+                options=options,
+                advisors=[jr.SelfRefineAdvisor(judge, stream_mode=mode, strategy=SHIPPED_LOOP)],
             ).prompt(prompt)
             for mode in ("buffered", "live")
         )
@@ -176,7 +183,9 @@ async def cpu_in_process(pieces: int, rounds: int) -> dict[str, list[float]]:
     prompt = jr.Prompt((jr.UserMessage("go"),))
     plain = jr.ChatClient(model).prompt("go")
     buffered, live = (
-        jr.ChatClient(model, advisors=[jr.SelfRefineAdvisor(judge, stream_mode=mode)]).prompt("go")
+        jr.ChatClient(
+            model, advisors=[jr.SelfRefineAdvisor(judge, stream_mode=mode, strategy=SHIPPED_LOOP)]
+        ).prompt("go")
         for mode in ("buffered", "live")
     )
 

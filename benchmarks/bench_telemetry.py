@@ -43,6 +43,7 @@ from jevrefine.telemetry import CaptureMode
 from jevrefine.testing import FunctionModel
 
 from ._harness import bar, emit, figure, python_calls_per_op
+from ._loop import SHIPPED_LOOP
 
 CALLS_PER_REFINEMENT = 8
 """4 model calls, 2 tool calls, 2 judge calls."""
@@ -126,7 +127,10 @@ def _refinement(telemetry: dict[str, Any]) -> Callable[[], Awaitable[object]]:
         tools=[weather],
         advisors=[
             jr.SelfRefineAdvisor(
-                judge, max_repeat_attempts=2, order=jr.SelfRefineAdvisor.BEFORE_TOOLS_ORDER
+                judge,
+                max_repeat_attempts=2,
+                order=jr.SelfRefineAdvisor.BEFORE_TOOLS_ORDER,
+                strategy=SHIPPED_LOOP,
             )
         ],
         **telemetry,

@@ -39,8 +39,10 @@ from typing import Any, ClassVar, Final, TypeVar
 import anyio
 import httpx2
 
+from .._measured import FastPath, takes_fast_path
 from . import _json
 from ._clock import NO_LIMIT
+from ._httpx import HTTPX2_CORE
 from ._pool import ConnectionPool, HeaderLines, RawResponse
 from ._retry import SDK_RETRY_STATUSES, RetryPolicy, StatusError, retrying
 from ._wire import DeadlineExpired
@@ -52,6 +54,7 @@ __all__ = [
     "Vendor",
     "VendorPost",
     "VendorWire",
+    "lean_pool",
     "raw_of",
     "sdk_body",
     "sdk_failure",
@@ -63,6 +66,20 @@ T = TypeVar("T")
 
 _SDK_MAX_BACKOFF: Final = 8.0
 """The SDKs' longest backoff (0.5 s doubling to 8 s, minus up to 25 % jitter)."""
+
+
+def lean_pool(
+    pool: ConnectionPool | None, fast_path: FastPath, eligible: Callable[[], bool]
+) -> ConnectionPool | None:
+    """`pool` when a request may take the lean path through it, else `None` (the public path).
+
+    Lean needs a keep-alive core mounted (`pool`), httpx2 and the SDK inside their measured
+    series (`fast_path`, checked before anything of the SDK's is read) and a client the adapter
+    built itself (`eligible`, called last: it reads the SDK client's private attributes).
+    """
+    if pool is None or not takes_fast_path(HTTPX2_CORE) or not takes_fast_path(fast_path):
+        return None
+    return pool if eligible() else None
 
 
 def vendor_policy(max_retries: int) -> RetryPolicy:

@@ -27,10 +27,17 @@ import anthropic
 import httpx2
 from anthropic import AsyncAnthropic
 
-from .._measured import FastPath, takes_fast_path
-from ._httpx import HTTPX2_CORE
+from .._measured import FastPath
 from ._pool import ConnectionPool, RawResponse
-from ._vendor import LeanPost, PublicPost, Vendor, VendorPost, VendorWire, vendor_policy
+from ._vendor import (
+    LeanPost,
+    PublicPost,
+    Vendor,
+    VendorPost,
+    VendorWire,
+    lean_pool,
+    vendor_policy,
+)
 
 __all__ = ["ANTHROPIC_LEAN", "MESSAGES_PATH", "LeanMessages", "anthropic_wire", "eligible"]
 
@@ -187,16 +194,10 @@ def anthropic_wire(
 
     public = PublicPost(request, _ANTHROPIC)
     policy = vendor_policy(max_retries)
-    lean = (
-        pool is not None
-        and takes_fast_path(HTTPX2_CORE)
-        and takes_fast_path(ANTHROPIC_LEAN)
-        and eligible(client)
-    )
-    if not lean:
+    lean = lean_pool(pool, ANTHROPIC_LEAN, lambda: eligible(client))
+    if lean is None:
         return VendorWire(public, policy, _ANTHROPIC)
-    assert pool is not None
-    return VendorWire(LeanMessages(client, pool, public), policy, _ANTHROPIC)
+    return VendorWire(LeanMessages(client, lean, public), policy, _ANTHROPIC)
 
 
 def _body(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,10 +18,9 @@ import httpx2
 import openai
 from openai import AsyncOpenAI
 
-from .._measured import FastPath, takes_fast_path
-from ._httpx import HTTPX2_CORE
+from .._measured import FastPath
 from ._pool import ConnectionPool
-from ._vendor import LeanPost, PublicPost, Vendor, VendorWire, vendor_policy
+from ._vendor import LeanPost, PublicPost, Vendor, VendorWire, lean_pool, vendor_policy
 
 __all__ = ["OPENAI_LEAN", "eligible", "openai_wire"]
 
@@ -80,13 +79,8 @@ def openai_wire(
 
     public = PublicPost(request, _OPENAI)
     policy = vendor_policy(max_retries)
-    lean = (
-        pool is not None
-        and takes_fast_path(HTTPX2_CORE)
-        and takes_fast_path(OPENAI_LEAN)
-        and eligible(client)
-    )
-    if not lean:
+    lean = lean_pool(pool, OPENAI_LEAN, lambda: eligible(client))
+    if lean is None:
         return VendorWire(public, policy, _OPENAI)
     from openai._base_client import get_platform
     from openai._models import FinalRequestOptions
@@ -99,7 +93,6 @@ def openai_wire(
         options=FinalRequestOptions.construct,
         get_platform=get_platform,
     )
-    assert pool is not None
     return VendorWire(
-        LeanPost(client, pool, path, vendor=vendor, redirected=public), policy, vendor
+        LeanPost(client, lean, path, vendor=vendor, redirected=public), policy, vendor
     )

@@ -482,6 +482,15 @@ class Refinement:
                 self.attempts.append(repeat)
                 self.responses[number] = response
                 passed = earlier.verdict.passed and not earlier.echo
+                if not passed:
+                    # Seed 003 warns on every failed attempt; a repeat is one, judged or not.
+                    _log.warning(
+                        "self-refine: attempt %d failed the judge (a repeat of attempt %d, "
+                        "word for word): %s",
+                        number,
+                        earlier.index,
+                        earlier.verdict.feedback or earlier.verdict.summary(),
+                    )
                 return earlier.verdict, "passed" if passed else None
         response_id = response.chat_response.metadata.id
         try:
