@@ -91,7 +91,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over src/, then over tests/ (mypy-tests.ini says what it scopes out, and why)."""
+    """mypy --strict over src/, then over tests/ (mypy-tests.ini: what it scopes out, and why)."""
     _install(session, "dev")
     session.run("mypy")
     session.run("mypy", "--config-file", "mypy-tests.ini")
