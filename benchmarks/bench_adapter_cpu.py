@@ -52,6 +52,7 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 import jevrefine as jr
 from jevrefine._http import KeepAliveTransport
+from jevrefine._http._vendor_anthropic import anthropic_wire
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.jev.client import DEFAULT_MODEL
 from jevrefine.judge import Judge, noul
@@ -158,9 +159,11 @@ def anthropic_contenders(url: str, pool: int) -> tuple[dict[str, Call], list[Any
     )  # fmt: skip
     floor = FloorClient(url, headers={"authorization": f"Bearer {key}"})
     adapter = AnthropicChatModel(ANTHROPIC_MODEL, base_url=url, api_key=key, max_retries=0)
-    assert adapter._lean is not None, "the adapter did not take its lean request"
+    assert adapter._wire.path == "lean", "the adapter did not take its lean request"
     on_sdk = AnthropicChatModel(ANTHROPIC_MODEL, base_url=url, api_key=key, max_retries=0)
-    on_sdk._lean = None  # `messages.create`, on the adapter's own clients
+    # The SDK's public `create`, on the adapter's own client: the wire an adapter gets when the
+    # lean path is not taken (no keep-alive core to send through).
+    on_sdk._wire = anthropic_wire(on_sdk._client, None, max_retries=0)
     prompt = jr.Prompt((jr.UserMessage(MESSAGES[0]["content"]),))
 
     async def floor_call() -> Any:

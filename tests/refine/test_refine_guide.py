@@ -56,3 +56,13 @@ def test_the_judge_guide_example_prints_what_it_says() -> None:
         "tone=PASSED]\n"
         "- is_grounded: States a value no tool returned (P(yes) 0.20, needed at least 0.70)\n"
     )
+
+
+def test_the_retry_strategy_example_prints_what_the_guide_says() -> None:
+    """The default guards a word-for-word repeat and samples retries; the shipped loop does not."""
+    (example,) = [block for block in BLOCKS if "RetryStrategy(" in block]
+    assert run_block(example) == (
+        "default Paris. [None, 1, None] 0.7 None\nshipped Paris. [None, None, None] None None\n"
+    )
+    printed = re.search(r"prints\n\n```\n(default .*?)```", GUIDE.read_text(), re.DOTALL)
+    assert printed is not None and run_block(example) == printed.group(1)
