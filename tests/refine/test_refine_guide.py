@@ -65,4 +65,5 @@ def test_the_retry_strategy_example_prints_what_the_guide_says() -> None:
         "default Paris. [None, 1, None] 0.7 None\nshipped Paris. [None, None, None] None None\n"
     )
     printed = re.search(r"prints\n\n```\n(default .*?)```", GUIDE.read_text(), re.DOTALL)
-    assert printed is not None and run_block(example) == printed.group(1)
+    assert printed is not None
+    assert run_block(example) == printed.group(1)

@@ -41,8 +41,6 @@ from ._telemetry import CurrentSpan, end_loop, start_loop
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from opentelemetry.trace import Span
-
     from ..chain import CallAdvisorChain
 
 __all__ = [
@@ -232,7 +230,11 @@ class SelfRefineAdvisor:
         started = time.perf_counter()
         try:
             with CurrentSpan(span):
-                response = await _finished(refinement, span)
+                # Run to the end, not left at `Finished`: a generator left suspended is closed
+                # later by a task of the loop's finalizer, one more task per call.
+                async for step in refinement.steps(loop=span):
+                    if type(step) is Finished:
+                        response = step.response
         except BaseException as exc:
             elapsed = time.perf_counter() - started
             attempts = len(refinement.attempts)
@@ -259,11 +261,3 @@ class SelfRefineAdvisor:
 
 DEFAULT_STRATEGY: RetryStrategy = RetryStrategy()
 """The strategy of an advisor given none (its options as measured best: refinement-value.md)."""
-
-
-async def _finished(refinement: Refinement, loop: Span) -> ChatClientResponse:
-    """Run the refinement's steps to the end: the response of its `Finished` step."""
-    async for step in refinement.steps(loop=loop):
-        if type(step) is Finished:
-            return step.response
-    raise AssertionError("a refinement ends with Finished or raises")  # pragma: no cover

@@ -198,6 +198,16 @@ class Pauses:
             found = request.scope[cls.KEY] = Pauses()
         return found
 
+    @classmethod
+    def take_from(cls, request: ChatClientRequest, owner: object) -> Paused | None:
+        """`owner`'s paused refinement in `request`, removed; `None` (and nothing made) if none.
+
+        Every refinement asks at its start and almost none was paused: the common answer
+        allocates nothing.
+        """
+        found = request.scope.get(cls.KEY)
+        return found.take(owner) if isinstance(found, Pauses) else None
+
     def put(self, owner: object, paused: Paused) -> None:
         """Keep `owner`'s paused refinement until its next round takes it."""
         self._paused[id(owner)] = (owner, paused)  # the owner is kept: its id stays its own
@@ -396,7 +406,7 @@ class Refinement:
         self.documents = tuple(request.context.get(context_keys.RETRIEVAL_DOCUMENTS) or ())
         # Inside the tool loop, an answer that calls tools leaves the advisor; the loop's next
         # round comes back and continues that attempt rather than starting a new budget.
-        paused = self._resume(Pauses.of(request).take(self.owner))
+        paused = self._resume(Pauses.take_from(request, self.owner))
         if paused is None:
             return 1, None
         first, previous, self.carried = paused.position
