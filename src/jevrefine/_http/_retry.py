@@ -221,6 +221,7 @@ async def retrying(
     deadline: float,
     on_retry: RetryNote | None = None,
     retries: Callable[[BaseException], bool] | None = None,
+    failed: Exception | None = None,
 ) -> T:
     """`attempt(n)`'s result (n: the retries taken so far), retried by `policy` on failure.
 
@@ -229,23 +230,33 @@ async def retrying(
     `retries` (default `policy.retries`) decides whether a failure is tried again. The
     last failure is raised once retrying is over, or when the wait would cross `deadline` (an
     `anyio.current_time()`).
+
+    `failed`: the first attempt was already made, by the caller, and failed so; retrying
+    starts from there. A caller on a hot path makes its first attempt itself and comes here
+    only when it fails: an answer that comes at once then holds no frame, closure or bound
+    method of this loop while it is awaited (`bench_batch --memory-only`: every in-flight
+    call carries them).
     """
     decide = policy.retries if retries is None else retries
     retry = 0
+    failure = failed
     while True:
-        try:
-            return await attempt(retry)
-        except Exception as failure:
-            if retry >= policy.max_retries or not decide(failure):
-                raise
-            retry += 1
-            retry_after = getattr(failure, "retry_after", None)  # a StatusError's, an API error's
-            delay = policy.wait(retry_after if isinstance(retry_after, float) else None, retry)
-            if loop_time() + delay >= deadline:
-                raise  # waiting would spend the rest of the budget: the real error instead
-            if on_retry is not None:
-                on_retry(failure, retry, delay)
-            await policy.sleep(delay)
+        if failure is None:
+            try:
+                return await attempt(retry)
+            except Exception as exc:
+                failure = exc
+        if retry >= policy.max_retries or not decide(failure):
+            raise failure
+        retry += 1
+        retry_after = getattr(failure, "retry_after", None)  # a StatusError's, an API error's
+        delay = policy.wait(retry_after if isinstance(retry_after, float) else None, retry)
+        if loop_time() + delay >= deadline:
+            raise failure  # waiting would spend the rest of the budget: the real error instead
+        if on_retry is not None:
+            on_retry(failure, retry, delay)
+        failure = None
+        await policy.sleep(delay)
 
 
 def _statuses(value: object, error: type[UserError]) -> frozenset[int]:

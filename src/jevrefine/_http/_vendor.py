@@ -353,12 +353,21 @@ class VendorWire:
             ResponseTooLargeError: the body is over the cap (never retried).
         """
         post = self._post
+        try:
+            return await post.send(body, retries_taken=0, deadline=deadline)
+        except Exception as exc:
+            failed = exc  # retried below, outside this handler (no implicit exception context)
 
         def attempt(retries_taken: int) -> Awaitable[RawResponse]:
             return post.send(body, retries_taken=retries_taken, deadline=deadline)
 
         return await retrying(
-            self._policy, attempt, deadline=deadline, on_retry=self._note, retries=self._retries
+            self._policy,
+            attempt,
+            deadline=deadline,
+            on_retry=self._note,
+            retries=self._retries,
+            failed=failed,
         )
 
     async def open(self, opening: Callable[[], Awaitable[T]], *, deadline: float = NO_LIMIT) -> T:

@@ -431,13 +431,21 @@ class JudgeClient(AsyncClosing):
         timeout: float | None,  # noqa: ASYNC109 - a per-HTTP-operation setting
         span: Span | None,
     ) -> RawResponse:
-        """Send with retries (the wire's one loop); a 2xx answer, or the last error."""
-        policy = self._retry
+        """Send with retries (the wire's one loop); a 2xx answer, or the last error.
+
+        The first attempt is made here and the loop entered only when it fails: an answer
+        that comes at once then holds none of the loop's frames while it is awaited.
+        """
         per_operation = self._timeout if timeout is None else timeout
         deadline = math.inf if self._total_timeout is None else loop_time() + self._total_timeout
+        try:
+            return await self._exchange(method, target, content, 0, per_operation, deadline)
+        except JudgeError as error:
+            failed = error  # retried below, outside this handler
+        policy = self._retry
 
         def attempt(retry: int) -> Any:
-            return self._attempt(method, target, content, retry, per_operation, deadline)
+            return self._exchange(method, target, content, retry, per_operation, deadline)
 
         def note(error: BaseException, retry: int, delay: float) -> None:
             if span is not None:
@@ -454,11 +462,16 @@ class JudgeClient(AsyncClosing):
             )
 
         response: RawResponse = await retrying(
-            policy, attempt, deadline=deadline, on_retry=note, retries=policy.should_retry
+            policy,
+            attempt,
+            deadline=deadline,
+            on_retry=note,
+            retries=policy.should_retry,
+            failed=failed,
         )
         return response
 
-    async def _attempt(
+    async def _exchange(
         self,
         method: str,
         target: str,
@@ -473,48 +486,37 @@ class JudgeClient(AsyncClosing):
         transport errors quote the server's bytes, and a hostile server may send the key back.
         """
         try:
-            return await self._exchange(method, target, content, retry, per_operation, deadline)
+            remaining = deadline - loop_time()
+            if remaining <= 0:
+                raise JudgeTimeoutError(self._budget_message())
+            limiter = self._limiter
+            if limiter is None and self._max_concurrency is not None:
+                limiter = self._limiter = anyio.CapacityLimiter(self._max_concurrency)
+            if limiter is not None:  # a `max_concurrency` slot, within the budget
+                try:
+                    await acquire_by(limiter, deadline)
+                except TimeoutError:
+                    raise JudgeTimeoutError(self._budget_message()) from None
+            try:
+                response = await self._request(
+                    method, target, content, retry, min(per_operation, remaining), deadline
+                )
+            finally:
+                if limiter is not None:
+                    limiter.release()
+            status = response.status_code
+            if 200 <= status < 300:
+                return response
+            raise api_error(
+                status,
+                self._error_body(response),
+                request_id=self._request_id(response),
+                endpoint=f"{method} {self._shown_url}{target.removeprefix(self._root_path)}",
+                retry_after=parse_retry_after(response.headers),
+            )
         except JudgeError as error:
             redact_error(error, self._secret)
             raise
-
-    async def _exchange(
-        self,
-        method: str,
-        target: str,
-        content: bytes | None,
-        retry: int,
-        per_operation: float,
-        deadline: float,
-    ) -> RawResponse:
-        remaining = deadline - loop_time()
-        if remaining <= 0:
-            raise JudgeTimeoutError(self._budget_message())
-        limiter = self._limiter
-        if limiter is None and self._max_concurrency is not None:
-            limiter = self._limiter = anyio.CapacityLimiter(self._max_concurrency)
-        if limiter is not None:  # a `max_concurrency` slot, within the budget
-            try:
-                await acquire_by(limiter, deadline)
-            except TimeoutError:
-                raise JudgeTimeoutError(self._budget_message()) from None
-        try:
-            response = await self._request(
-                method, target, content, retry, min(per_operation, remaining), deadline
-            )
-        finally:
-            if limiter is not None:
-                limiter.release()
-        status = response.status_code
-        if 200 <= status < 300:
-            return response
-        raise api_error(
-            status,
-            self._error_body(response),
-            request_id=self._request_id(response),
-            endpoint=f"{method} {self._shown_url}{target.removeprefix(self._root_path)}",
-            retry_after=parse_retry_after(response.headers),
-        )
 
     async def _request(
         self,

@@ -47,11 +47,14 @@ from ._engine import Finished, Judged, Piece, Refinement, Rejected, Started
 from ._telemetry import end_loop, start_loop
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
 
     from ..chain import CallAdvisorChain
 
 __all__ = ["STREAM_MODES", "check_stream_mode", "refine_stream"]
+
+_NONE: Final[tuple[ChatClientResponse, ...]] = ()
+"""What most chunks of an attempt put on the stream: nothing (no list made per chunk)."""
 
 STREAM_MODES: Final = ("buffered", "live")
 """The opt-in stream modes (`None`, the default, refuses to stream)."""
@@ -146,7 +149,7 @@ class _StreamRun:
             raise
         end_loop(telemetry, span, len(refinement.attempts), refinement.outcome)
 
-    def _chunks_of(self, step: object) -> list[ChatClientResponse]:
+    def _chunks_of(self, step: object) -> Sequence[ChatClientResponse]:
         """What one engine step puts on the stream: flushes for events, the returned chunks."""
         kind = type(step)
         if kind is Piece:
@@ -162,29 +165,29 @@ class _StreamRun:
         if kind is Rejected:
             assert isinstance(step, Rejected)
             if not self.live or step.number in self.rejected:
-                return []
+                return _NONE
             self.rejected.add(step.number)  # the UI strikes it (once) as the next one starts
             return self._flushed(AttemptRejected(step.number, step.feedback))
         assert isinstance(step, Finished)
         return self._returned(step.response, step.number)
 
-    def _flushed(self, event: StreamEvent) -> list[ChatClientResponse]:
+    def _flushed(self, event: StreamEvent) -> Sequence[ChatClientResponse]:
         flush = self.emit(event)
-        return [] if flush is None else [flush]
+        return _NONE if flush is None else (flush,)
 
-    def _take(self, number: int, chunk: ChatClientResponse) -> list[ChatClientResponse]:
+    def _take(self, number: int, chunk: ChatClientResponse) -> Sequence[ChatClientResponse]:
         """Keep a chunk of attempt `number`; the `FLUSH` chunk to yield for it, if any.
 
         Live text goes to the sink as an event (the flush delivers it); an inner advisor's
         flush is passed on.
         """
         if chunk.chat_response is FLUSH:
-            return [chunk] if self.sink is not None else []
+            return (chunk,) if self.sink is not None else _NONE
         self.chunks[number].append(chunk)
         if not self.live or not chunk.chat_response.results:
-            return []
+            return _NONE
         text = chunk.chat_response.results[0].output.text
-        return self._flushed(TextDelta(number, text)) if text else []
+        return self._flushed(TextDelta(number, text)) if text else _NONE
 
     def _returned(self, final: ChatClientResponse, number: int) -> list[ChatClientResponse]:
         """The returned attempt's chunks, with the final context and the summed usage."""
