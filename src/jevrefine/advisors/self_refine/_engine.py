@@ -1,13 +1,14 @@
 """The one refine-attempt engine: `call()` runs it to the end, `stream()` forwards its steps.
 
 `Refinement.steps()` runs attempts until one passes, they run out, or one is not to be judged,
-and yields what happened as it happens: `Started`, the attempt's chunks (`Piece`, streaming
-only), `Judged`, `Rejected` (an attempt another one follows or beats) and, last, `Finished` with
-the response to return. Both ways in share every rule: the retry prompt (feedback appended to the
-*original* request, or as the strategy says), the retry options (`RetryStrategy`), the judge
-input, the token budget, the judge error policy, the best attempt when they run out (most passed
-net of failed, the later one on a tie; an echo only when nothing else was judged), pausing inside
-the tool loop, usage, spans and the `RefineReport`.
+and yields what happened as it happens: `Started`, the attempt's chunks (streaming only: each a
+`ChatClientResponse`, of the attempt last started), `Judged`, `Rejected` (an attempt another one
+follows or beats) and, last, `Finished` with the response to return. Both ways in share every
+rule: the retry prompt (feedback appended to the *original* request, or as the strategy says),
+the retry options (`RetryStrategy`), the judge input, the token budget, the judge error policy,
+the best attempt when they run out (most passed net of failed, the later one on a tie; an echo
+only when nothing else was judged), pausing inside the tool loop, usage, spans and the
+`RefineReport`.
 
 In `call()` an attempt's span is current while the model answers and the judge judges (no step
 is yielded meanwhile); in a stream its context is passed down explicitly and made current only
@@ -59,7 +60,6 @@ __all__ = [
     "JudgeErrorPolicyName",
     "Judged",
     "Pauses",
-    "Piece",
     "Refinement",
     "Rejected",
     "Settings",
@@ -102,14 +102,6 @@ class Started:
 
 
 @dataclass(frozen=True, slots=True)
-class Piece:
-    """A chunk of attempt `number`'s answer, as the model streams it."""
-
-    number: int
-    chunk: ChatClientResponse
-
-
-@dataclass(frozen=True, slots=True)
 class Judged:
     """Attempt `number` was judged (`verdict` is `None` when it went unjudged)."""
 
@@ -138,7 +130,10 @@ class Finished:
     response: ChatClientResponse
 
 
-Step: TypeAlias = Started | Piece | Judged | Rejected | Finished
+Step: TypeAlias = Started | ChatClientResponse | Judged | Rejected | Finished
+"""A chunk is yielded as it is, not wrapped with its attempt's number: it belongs to the attempt
+last `Started`, and a wrapper per chunk costs every streamed chunk an allocation
+(`bench_streaming`)."""
 
 
 # -- pausing inside the tool loop --------------------------------------------------------------
@@ -298,7 +293,7 @@ class Refinement:
 
         `loop` is the loop's span (`QUIET_SPAN` when nothing listens: the attempts are quiet
         too). `stream`: each attempt is streamed from the rest of the chain (its chunks yielded
-        as `Piece`s) and `parent` is the loop span's context; otherwise each attempt is one
+        as they come) and `parent` is the loop span's context; otherwise each attempt is one
         call, under the current context.
 
         Raises:
@@ -327,7 +322,7 @@ class Refinement:
                             record_time_to_first_chunk(span, anyio.current_time() - started)
                             untimed = False
                         chunks.append(chunk)
-                        yield Piece(number, chunk)
+                        yield chunk
                     response = _joined(chunks, attempt_request)
                     token = otel_context.attach(trace.set_span_in_context(span, parent))
                     try:

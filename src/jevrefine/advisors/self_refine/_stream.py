@@ -43,7 +43,7 @@ from ...streaming import (
     TextDelta,
     sink_of,
 )
-from ._engine import Finished, Judged, Piece, Refinement, Rejected, Started
+from ._engine import Finished, Judged, Refinement, Rejected, Started
 from ._telemetry import end_loop, start_loop
 
 if TYPE_CHECKING:
@@ -106,7 +106,16 @@ def refine_stream(
 class _StreamRun:
     """One streamed refinement: its attempts' chunks, the events, and how it ends."""
 
-    __slots__ = ("chunks", "flush", "live", "max_repeat_attempts", "refinement", "rejected", "sink")
+    __slots__ = (
+        "chunks",
+        "current",
+        "flush",
+        "live",
+        "max_repeat_attempts",
+        "refinement",
+        "rejected",
+        "sink",
+    )
 
     def __init__(
         self,
@@ -120,6 +129,8 @@ class _StreamRun:
         self.live = live
         self.max_repeat_attempts = max_repeat_attempts
         self.chunks: dict[int, list[ChatClientResponse]] = {}
+        self.current = 0
+        """The attempt being streamed (the chunks that come belong to it)."""
         self.rejected: set[int] = set()
         # One flush chunk for the whole run: it carries nothing, so it can be yielded again.
         self.flush = ChatClientResponse(FLUSH, refinement.request.context)
@@ -152,11 +163,12 @@ class _StreamRun:
     def _chunks_of(self, step: object) -> Sequence[ChatClientResponse]:
         """What one engine step puts on the stream: flushes for events, the returned chunks."""
         kind = type(step)
-        if kind is Piece:
-            assert isinstance(step, Piece)
-            return self._take(step.number, step.chunk)
+        if kind is ChatClientResponse:  # a chunk of the attempt last started
+            assert isinstance(step, ChatClientResponse)
+            return self._take(self.current, step)
         if kind is Started:
             assert isinstance(step, Started)
+            self.current = step.number
             self.chunks[step.number] = []
             return self._flushed(AttemptStarted(step.number))
         if kind is Judged:
@@ -168,8 +180,11 @@ class _StreamRun:
                 return _NONE
             self.rejected.add(step.number)  # the UI strikes it (once) as the next one starts
             return self._flushed(AttemptRejected(step.number, step.feedback))
-        assert isinstance(step, Finished)
-        return self._returned(step.response, step.number)
+        if kind is Finished:
+            assert isinstance(step, Finished)
+            return self._returned(step.response, step.number)
+        assert isinstance(step, ChatClientResponse)  # a chunk of a subclass an advisor made
+        return self._take(self.current, step)
 
     def _flushed(self, event: StreamEvent) -> Sequence[ChatClientResponse]:
         flush = self.emit(event)
