@@ -162,10 +162,9 @@ class _StreamRun:
 
     def _chunks_of(self, step: object) -> Sequence[ChatClientResponse]:
         """What one engine step puts on the stream: flushes for events, the returned chunks."""
-        kind = type(step)
-        if kind is ChatClientResponse:  # a chunk of the attempt last started
-            assert isinstance(step, ChatClientResponse)
+        if isinstance(step, ChatClientResponse):  # a chunk of the attempt last started
             return self._take(self.current, step)
+        kind = type(step)
         if kind is Started:
             assert isinstance(step, Started)
             self.current = step.number
@@ -180,11 +179,8 @@ class _StreamRun:
                 return _NONE
             self.rejected.add(step.number)  # the UI strikes it (once) as the next one starts
             return self._flushed(AttemptRejected(step.number, step.feedback))
-        if kind is Finished:
-            assert isinstance(step, Finished)
-            return self._returned(step.response, step.number)
-        assert isinstance(step, ChatClientResponse)  # a chunk of a subclass an advisor made
-        return self._take(self.current, step)
+        assert isinstance(step, Finished)
+        return self._returned(step.response, step.number)
 
     def _flushed(self, event: StreamEvent) -> Sequence[ChatClientResponse]:
         flush = self.emit(event)
