@@ -1,9 +1,10 @@
 """The one refine-attempt engine: `call()` runs it to the end, `stream()` forwards its steps.
 
 `Refinement.steps()` runs attempts until one passes, they run out, or one is not to be judged,
-and yields what happened as it happens: `Started`, the attempt's chunks (streaming only: each a
-`ChatClientResponse`, of the attempt last started), `Judged`, `Rejected` (an attempt another one
-follows or beats) and, last, `Finished` with the response to return. Both ways in share every
+and yields what happened as it happens: `Started`, the chunks the stream shows now (streaming
+only: what the caller's `on_chunk` returned for a chunk of the attempt last started), `Judged`,
+`Rejected` (an attempt another one follows or beats) and, last, `Finished` with the response to
+return. Both ways in share every
 rule: the retry prompt (feedback appended to the *original* request, or as the strategy says),
 the retry options (`RetryStrategy`), the judge input, the token budget, the judge error policy,
 the best attempt when they run out (most passed net of failed, the later one on a tie; an echo
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -135,6 +136,11 @@ Step: TypeAlias = Started | ChatClientResponse | Judged | Rejected | Finished
 last `Started`, and a wrapper per chunk costs every streamed chunk an allocation
 (`bench_streaming`)."""
 
+OnChunk: TypeAlias = Callable[[ChatClientResponse], "ChatClientResponse | None"]
+"""What a stream does with each chunk of an attempt as it comes: the chunk to show now, or
+`None`. Called in the engine's loop rather than yielded to the caller, so a chunk that shows
+nothing (every chunk of a buffered stream) costs no step of the generator (`bench_streaming`)."""
+
 
 # -- pausing inside the tool loop --------------------------------------------------------------
 
@@ -245,6 +251,7 @@ class Refinement:
         "sent",
         "settings",
         "stopped_early",
+        "streamed",
         "telemetry",
     )
 
@@ -278,6 +285,8 @@ class Refinement:
         self.carried = _NO_USAGE
         self.sent: list[tuple[int, Prompt]] = []
         """Each attempt's prompt as sent (a retry identical to one of them is not sent again)."""
+        self.streamed: dict[int, list[ChatClientResponse]] = {}
+        """Each streamed attempt's chunks, as the rest of the chain sent them."""
 
     @property
     def spent(self) -> int:
@@ -287,14 +296,15 @@ class Refinement:
     # -- the loop ------------------------------------------------------------------------------
 
     async def steps(
-        self, *, loop: Span, stream: bool = False, parent: Context | None = None
+        self, *, loop: Span, on_chunk: OnChunk | None = None, parent: Context | None = None
     ) -> AsyncIterator[Step]:
         """Run the attempts; yield each step, `Finished` last (or raise).
 
         `loop` is the loop's span (`QUIET_SPAN` when nothing listens: the attempts are quiet
-        too). `stream`: each attempt is streamed from the rest of the chain (its chunks yielded
-        as they come) and `parent` is the loop span's context; otherwise each attempt is one
-        call, under the current context.
+        too). With `on_chunk`, each attempt is streamed from the rest of the chain: every chunk
+        is kept in `streamed` and handed to `on_chunk` as it comes, and what that returns is
+        yielded; `parent` is the loop span's context. Otherwise each attempt is one call, under
+        the current context.
 
         Raises:
             SelfRefineFailedError: attempts ran out and `fail_on_exhausted_attempts` is set.
@@ -308,9 +318,10 @@ class Refinement:
                 break  # the retry would repeat an earlier request word for word: stop here
             attempt_request, records = prepared
             yield Started(number)
-            if stream:
+            if on_chunk is not None:
                 span = _start_attempt(self.telemetry, number, parent, loop=loop)
                 chunks: list[ChatClientResponse] = []
+                self.streamed[number] = chunks
                 try:
                     # The chunks come straight from the rest of the chain, not through a helper
                     # generator: each layer costs every chunk a resumption (`bench_streaming`).
@@ -322,7 +333,9 @@ class Refinement:
                             record_time_to_first_chunk(span, anyio.current_time() - started)
                             untimed = False
                         chunks.append(chunk)
-                        yield chunk
+                        shown = on_chunk(chunk)
+                        if shown is not None:
+                            yield shown
                     response = _joined(chunks, attempt_request)
                     token = otel_context.attach(trace.set_span_in_context(span, parent))
                     try:
