@@ -136,6 +136,15 @@ Step: TypeAlias = Started | ChatClientResponse | Judged | Rejected | Finished
 last `Started`, and a wrapper per chunk costs every streamed chunk an allocation
 (`bench_streaming`)."""
 
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """A streamed attempt: its chunks as the rest of the chain sent them, and those joined."""
+
+    chunks: Sequence[ChatClientResponse]
+    joined: ChatClientResponse
+
+
 OnChunk: TypeAlias = Callable[[ChatClientResponse], "ChatClientResponse | None"]
 """What a stream does with each chunk of an attempt as it comes: the chunk to show now, or
 `None`. Called in the engine's loop rather than yielded to the caller, so a chunk that shows
@@ -285,8 +294,8 @@ class Refinement:
         self.carried = _NO_USAGE
         self.sent: list[tuple[int, Prompt]] = []
         """Each attempt's prompt as sent (a retry identical to one of them is not sent again)."""
-        self.streamed: dict[int, list[ChatClientResponse]] = {}
-        """Each streamed attempt's chunks, as the rest of the chain sent them."""
+        self.streamed: dict[int, Streamed] = {}
+        """Each streamed attempt's chunks and their join, once its stream has ended."""
 
     @property
     def spent(self) -> int:
@@ -302,7 +311,7 @@ class Refinement:
 
         `loop` is the loop's span (`QUIET_SPAN` when nothing listens: the attempts are quiet
         too). With `on_chunk`, each attempt is streamed from the rest of the chain: every chunk
-        is kept in `streamed` and handed to `on_chunk` as it comes, and what that returns is
+        is handed to `on_chunk` as it comes (and kept in `streamed`), and what that returns is
         yielded; `parent` is the loop span's context. Otherwise each attempt is one call, under
         the current context.
 
@@ -321,7 +330,6 @@ class Refinement:
             if on_chunk is not None:
                 span = _start_attempt(self.telemetry, number, parent, loop=loop)
                 chunks: list[ChatClientResponse] = []
-                self.streamed[number] = chunks
                 try:
                     # The chunks come straight from the rest of the chain, not through a helper
                     # generator: each layer costs every chunk a resumption (`bench_streaming`).
@@ -337,6 +345,7 @@ class Refinement:
                         if shown is not None:
                             yield shown
                     response = _joined(chunks, attempt_request)
+                    self.streamed[number] = Streamed(chunks, response)
                     token = otel_context.attach(trace.set_span_in_context(span, parent))
                     try:
                         verdict, outcome = await self._judge(

@@ -32,7 +32,7 @@ from ...messages import (
     ChatResponse,
     ChatResponseMetadata,
     Generation,
-    concat_chunks,
+    Usage,
 )
 from ...streaming import (
     FLUSH,
@@ -205,14 +205,15 @@ class _StreamRun:
         if self.sink is not None:
             self.sink.attempt = number
         context = final.context
-        kept = [
-            c
-            for c in self.refinement.streamed.get(number, ())
+        streamed = self.refinement.streamed.get(number)
+        chunks = [
+            ChatClientResponse(c.chat_response, context)
+            for c in (streamed.chunks if streamed is not None else ())
             if c.chat_response is not FLUSH  # an inner advisor's, shown when it came
         ]
-        chunks = [ChatClientResponse(c.chat_response, context) for c in kept]
-        joined = concat_chunks([c.chat_response for c in kept])
-        if joined.metadata.usage != final.chat_response.metadata.usage:
+        # The engine joined the chunks to judge them: they are not joined a second time here.
+        usage = streamed.joined.chat_response.metadata.usage if streamed is not None else Usage()
+        if usage != final.chat_response.metadata.usage:
             # Joined chunks report the last usage seen: one empty chunk carries the sum over
             # the attempts, as call()'s response does.
             chunks.append(ChatClientResponse(_usage_chunk(final.chat_response), context))
