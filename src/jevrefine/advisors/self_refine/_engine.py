@@ -4,12 +4,11 @@
 and yields what happened as it happens: `Started`, the chunks the stream shows now (streaming
 only: what the caller's `on_chunk` returned for a chunk of the attempt last started), `Judged`,
 `Rejected` (an attempt another one follows or beats) and, last, `Finished` with the response to
-return. Both ways in share every
-rule: the retry prompt (feedback appended to the *original* request, or as the strategy says),
-the retry options (`RetryStrategy`), the judge input, the token budget, the judge error policy,
-the best attempt when they run out (most passed net of failed, the later one on a tie; an echo
-only when nothing else was judged), pausing inside the tool loop, usage, spans and the
-`RefineReport`.
+return. Both ways in share every rule: the retry prompt (feedback appended to the *original*
+request, or as the strategy says), the retry options (`RetryStrategy`), the judge input, the
+token budget, the judge error policy, the best attempt when they run out (most passed net of
+failed, the later one on a tie; an echo only when nothing else was judged), pausing inside the
+tool loop, usage, spans and the `RefineReport`.
 
 In `call()` an attempt's span is current while the model answers and the judge judges (no step
 is yielded meanwhile); in a stream its context is passed down explicitly and made current only
