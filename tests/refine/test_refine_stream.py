@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 
 import jevrefine as jr
@@ -26,6 +27,7 @@ from jevrefine import (
 from jevrefine.jev import JudgeClient, Noul
 from jevrefine.judge import Judge, check, noul
 from jevrefine.streaming import (
+    FLUSH,
     AttemptJudged,
     AttemptRejected,
     AttemptStarted,
@@ -34,6 +36,7 @@ from jevrefine.streaming import (
     TextDelta,
 )
 from jevrefine.testing import FakeJevServer, FunctionModel
+from otel_support import Otel
 
 IS_CORRECT = Noul("Is `assistant_answer` correct?", when_false="The answer is wrong")
 VERDICTS = {"Lyon is it.": 0.1, "Marseille, surely.": 0.2, "Paris is the capital.": 0.9}
@@ -299,3 +302,47 @@ async def test_attempts_running_out_with_the_flag_raise_from_the_stream(
         await read()
     assert shape(seen)[-1] == "judged 2 failed"
     assert not any(isinstance(e, Completed) for e in seen)
+
+
+class _FlushThenWait(jr.BaseAdvisor):
+    """Below self-refine: a `FLUSH` chunk at once, then a pause, then the model's chunks."""
+
+    name = "flush_then_wait"
+    order = jr.LOWEST_PRECEDENCE
+
+    async def advise_call(
+        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
+    ) -> jr.ChatClientResponse:
+        return await chain.next_call(request)
+
+    async def advise_stream(
+        self, request: jr.ChatClientRequest, chain: jr.CallAdvisorChain
+    ) -> AsyncIterator[jr.ChatClientResponse]:
+        yield jr.ChatClientResponse(FLUSH, request.context)
+        await anyio.sleep(0.05)
+        async for chunk in chain.next_stream(request):
+            yield chunk
+
+
+@pytest.mark.parametrize("mode", ["buffered", "live"])
+async def test_an_inner_flush_is_passed_on_but_is_no_part_of_the_attempt(
+    jev: JudgeClient, mode: str
+) -> None:
+    """An inner advisor's flush is no part of the attempt: its time to first chunk is the
+    model's, and the returned text is the model's."""
+    otel = Otel()
+    judge = Judge(jev, [noul("ok", IS_CORRECT, minimum=0.7)])
+    client = ChatClient(
+        Drafts("Paris is the capital.").model,
+        advisors=[SelfRefineAdvisor(judge, stream_mode=mode), _FlushThenWait()],
+        **otel.providers,
+    )
+    events = await collect(client)
+    assert shape(events)[-1] == "completed: Paris is the capital."
+    returned = completed(events)
+    assert returned.content == "Paris is the capital."
+    (attempt,) = [s for s in otel.spans() if s.name == "self_refine.attempt"]
+    first_chunk = dict(attempt.attributes or {})["gen_ai.response.time_to_first_chunk"]
+    assert isinstance(first_chunk, float)
+    assert first_chunk >= 0.05  # timed at the model's first chunk, not at the flush
+    assert "text 1: Paris is the capital." in shape(events)  # the model's text, whole

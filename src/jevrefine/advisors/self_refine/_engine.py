@@ -34,6 +34,7 @@ from ...exceptions import JevrefineError, ModelError
 from ...jev.errors import JudgeError
 from ...judge._judge import Judge, JudgeInput
 from ...messages import AssistantMessage, Message, Prompt, Usage, concat_chunks
+from ...streaming import FLUSH
 from ...telemetry import clear_last_call, last_call, record_time_to_first_chunk
 from ...tools import record_tool_calls
 from ..tool_calling import ToolCallingAdvisor
@@ -138,7 +139,10 @@ last `Started`, and a wrapper per chunk costs every streamed chunk an allocation
 
 @dataclass(frozen=True, slots=True)
 class Streamed:
-    """A streamed attempt: its chunks as the rest of the chain sent them, and those joined."""
+    """A streamed attempt: the answer's chunks as the rest of the chain sent them, and them joined.
+
+    An inner advisor's `FLUSH` chunks are no part of the answer and are not among `chunks`.
+    """
 
     chunks: Sequence[ChatClientResponse]
     joined: ChatClientResponse
@@ -336,10 +340,12 @@ class Refinement:
                     started = anyio.current_time()
                     untimed = True
                     async for chunk in rest.next_stream(attempt_request):
-                        if untimed and chunk.chat_response.results:
-                            record_time_to_first_chunk(span, anyio.current_time() - started)
-                            untimed = False
-                        chunks.append(chunk)
+                        # An inner advisor's flush is no part of the answer: not kept, not timed.
+                        if chunk.chat_response is not FLUSH:
+                            if untimed and chunk.chat_response.results:
+                                record_time_to_first_chunk(span, anyio.current_time() - started)
+                                untimed = False
+                            chunks.append(chunk)
                         shown = on_chunk(chunk)
                         if shown is not None:
                             yield shown

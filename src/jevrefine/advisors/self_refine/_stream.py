@@ -209,7 +209,6 @@ class _StreamRun:
         chunks = [
             ChatClientResponse(c.chat_response, context)
             for c in (streamed.chunks if streamed is not None else ())
-            if c.chat_response is not FLUSH  # an inner advisor's, shown when it came
         ]
         # The engine joined the chunks to judge them: they are not joined a second time here.
         usage = streamed.joined.chat_response.metadata.usage if streamed is not None else Usage()
