@@ -8,6 +8,7 @@ it the harness skips the plots and says so.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,8 @@ def plot_all(results: dict[str, Any], out_dir: Path) -> list[Path]:
                 )
                 ax.legend(loc="best", fontsize=8, framealpha=0.9)
             ax.set_xlabel(spec["unit"])
-            ax.set_title(spec["title"], fontsize=10)
+            # Wrapped: a long title (model, prompts, interval) would run off the figure.
+            ax.set_title("\n".join(textwrap.wrap(spec["title"], 70)), fontsize=10)
             ax.grid(axis="x", alpha=0.3)
             fig.tight_layout()
             path = out_dir / f"{spec['name']}.png"

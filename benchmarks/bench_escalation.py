@@ -1,4 +1,4 @@
-"""Judge escalation: a SmolLM2 judge escalating its unsure criteria to the Qwen 0.5B judge.
+"""Judge escalation: a small model judge escalating its unsure criteria to a larger one.
 
 IFBench instructions are the criteria (one noul per instruction, worded as in bench_quality's
 model judge) and IFBench's verifiers the truth. The answers judged are the attempts recorded in
@@ -7,10 +7,11 @@ items are fixed and nothing is generated. Three judges, each a real `Judge` over
 `ModelJudgeClient` on a local llama.cpp server (temperature 0, P(yes) from the answer token's
 log probabilities):
 
-- `weak`: SmolLM2-135M alone;
-- `strong`: Qwen2.5-Coder-0.5B alone;
+- `weak`: `--weak` alone (SmolLM2-135M unless told);
+- `strong`: `--strong` alone (Qwen2.5-Coder-0.5B unless told; `qwen2.5-coder-1.5b` is the
+  largest offline model);
 - `cascade`: `Judge(weak, criteria, escalate_to=strong, escalate_below=B)`: the criteria whose
-  P(yes) or P(no) is under B go to Qwen in one more call per item.
+  P(yes) or P(no) is under B go to the strong model in one more call per item.
 
 Reported: each judge's accuracy against the verifiers (criterion level), the cascade's accuracy
 as a share of the strong judge's (`retained`), the share of criteria escalated, and the strong
@@ -18,6 +19,7 @@ model's tokens and seconds the cascade spent as a share of the strong judge's (i
 Anchor: the seed library's docs claim 99 % of the strong judge's accuracy at about half its fee.
 
     python -m benchmarks.bench_escalation [--quick] [--n N] [--below B ...]
+        [--weak MODEL] [--strong MODEL]
 
 `--quick` = 6 items. CI does not run it (minutes of CPU on two local models).
 """
@@ -40,7 +42,7 @@ from jevrefine.messages import ChatResponse, Prompt
 from jevrefine.models.base import ChatModel
 
 from ._harness import emit
-from .bench_quality import Case, model_judge
+from .bench_quality import MODELS, Case, model_judge
 from .ifbench import convert
 
 HERE = Path(__file__).parent
@@ -206,8 +208,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from jevrefine.local import LocalModelServer
 
     items = load_items(args.n)
-    weak_server = LocalModelServer(model=WEAK, threads=args.threads, ctx=args.ctx)
-    strong_server = LocalModelServer(model=STRONG, threads=args.threads, ctx=args.ctx)
+    weak_server = LocalModelServer(model=args.weak, threads=args.threads, ctx=args.ctx)
+    strong_server = LocalModelServer(model=args.strong, threads=args.threads, ctx=args.ctx)
     results: dict[str, Any] = {"items": len(items), "criteria": sum(len(i.truth) for i in items)}
     results["truth_pass_share"] = sum(sum(i.truth) for i in items) / results["criteria"]
     async with (
@@ -253,7 +255,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
-        "## Judge escalation (SmolLM2 -> Qwen2.5-Coder-0.5B, IFBench instructions)",
+        f"## Judge escalation ({args.weak} -> {args.strong}, IFBench instructions)",
         "",
         f"`{args.command}`: {results['items']} recorded answers, {results['criteria']} "
         f"instructions; {results['truth_pass_share']:.0%} of them followed (verifiers). "
@@ -288,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
         "--below", type=float, nargs="+", default=[DEFAULT_ESCALATE_BELOW],
         help="escalate_below values to measure",
     )  # fmt: skip
+    parser.add_argument("--weak", choices=MODELS, default=WEAK, help="the first judge's model")
+    parser.add_argument(
+        "--strong", choices=MODELS, default=STRONG, help="the model unsure criteria go to"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ctx", type=int, default=4096)
     args = parser.parse_args(argv)
