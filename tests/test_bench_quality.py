@@ -292,3 +292,34 @@ def test_judge_kappa_summary_counts_and_bounds_its_interval() -> None:
     assert -1.0 <= lo <= hi <= 1.0
     perfect = [bk.Judged("j", f"c{i}", "m", 1, i % 2 == 0, i % 2 == 0, 0, 0.0) for i in range(20)]
     assert bk.summary(perfect)["kappa"] == 1.0
+
+
+def test_offline_default_table_pairs_models_on_shared_prompts_and_counts_echoes_failed() -> None:
+    from benchmarks import bench_offline_default as bd
+
+    def rows(finals: list[bool], seconds: float, echo_at: int | None = None) -> dict[str, bq.Row]:
+        made = {}
+        for i, final in enumerate(finals):
+            row = bq.Row(f"c{i}", "verifiers", oracle=[False, final], final=final, seconds=seconds)
+            row.returned_echo = i == echo_at
+            made[row.case] = row
+        return made
+
+    quality = {
+        "small": rows([True, False, False, False], 1.0),
+        # c0 passes only by echoing the feedback; c4 is on no other model's list
+        "big": {**rows([True, True, True, False], 9.0, echo_at=0), "c4": bq.Row("c4", "verifiers")},
+    }
+    timing = {"small": rows([False], 2.0), "big": rows([False], 6.0)}
+    text = bd.table(quality, timing, default="small")
+    small, big = (line for line in text.splitlines() if line.startswith(("| small", "| big")))
+    assert text.startswith("4 prompts every model was run on")
+    # big: 2 of 4 answered (the echo fails), +25 pp over small's 1 of 4, per prompt -1, +1, +1, 0
+    assert "| 50.0% |" in big
+    assert "+25.0 pp (" in big
+    assert small.split("|")[7].strip() == f"{0.25 * 60 / 2.0:.2f}"  # passes per minute
+    assert big.split("|")[7].strip() == f"{0.5 * 60 / 6.0:.2f}"
+    assert big.split("|")[8].strip() == "12"  # seconds per passing answer: 6 / 0.5
+    assert big.split("|")[9].strip() == "9.0"  # the published run's seconds beside
+    with pytest.raises(SystemExit, match="--default nobody has no --quality rows"):
+        bd.table(quality, timing, default="nobody")
