@@ -32,9 +32,10 @@ DEFAULT_LOOP = "verifiers"
 
 
 def default_loop_rows(rows: Mapping[str, list[bq.Row]]) -> dict[str, dict[str, bq.Row]]:
-    """model → case → the default loop's row, errored rows left out."""
+    """model → case → the default loop's row (an errored row counts as failed, as in
+    `bench_quality`'s report)."""
     return {
-        model: {r.case: r for r in found if r.setup == DEFAULT_LOOP and r.error is None}
+        model: {r.case: r for r in found if r.setup == DEFAULT_LOOP}
         for model, found in rows.items()
     }
 
