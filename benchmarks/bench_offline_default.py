@@ -75,9 +75,8 @@ def table(
     order = [default, *sorted(m for m in quality if m != default)]
     for model in order:
         final = [quality[model][c].final_answered for c in cases]
-        first = [quality[model][c].baseline for c in cases]
-        rate = sum(final) / len(cases)
-        lift = (sum(final) - sum(first)) / len(cases)
+        own = bq.paired_summary([quality[model][c].baseline for c in cases], final)
+        rate = own["final_pass_rate"]
         if model == default:
             versus = "(the default)"
         else:
@@ -89,7 +88,8 @@ def table(
         per_minute = f"{rate * 60 / quiet:.2f}" if quiet else "not timed"
         per_pass = f"{quiet / rate:.0f}" if quiet and rate else "—"
         lines.append(
-            f"| {model} | {sum(first) / len(cases):.1%} | {rate:.1%} | {lift * 100:+.1f} pp "
+            f"| {model} | {own['baseline_pass_rate']:.1%} | {rate:.1%} "
+            f"| {own['lift'] * 100:+.1f} pp "
             f"| {versus} | {f'{quiet:.1f}' if quiet else 'not timed'} | {per_minute} "
             f"| {per_pass} | {published:.1f} |"
         )
